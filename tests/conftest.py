@@ -1,0 +1,30 @@
+"""Shared test helpers. Real fixtures come from ../shared/fixtures; tests that need them skip where it is absent."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT.parent / "shared" / "fixtures"
+EXPECTED = json.loads((ROOT / "tests" / "data" / "expected.json").read_text())
+
+
+def fixture_files(pattern: str) -> list[Path]:
+    return sorted(FIXTURES.glob(pattern)) if FIXTURES.is_dir() else []
+
+
+def fixture_params(pattern: str) -> list:
+    """pytest params over fixture files, or one skipped param where ../shared is absent."""
+    files = fixture_files(pattern)
+    if not files:
+        return [pytest.param(None, marks=pytest.mark.skip(reason=f"../shared/fixtures/{pattern} not present"))]
+    return [pytest.param(f, id=str(f.relative_to(FIXTURES))) for f in files]
+
+
+def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "vizexport", *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd, timeout=300)

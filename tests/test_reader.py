@@ -1,0 +1,94 @@
+"""Reader details on the bundled sample (a tinygrad 0.14.0 NULL-device run, see tools/make_sample.py)."""
+from __future__ import annotations
+
+import json
+
+import vizexport
+from vizexport.records import Alloc, Exec, Marker
+from vizexport.tinygrad.common import ns, strip_ansi
+from vizexport.tinygrad.releases import RELEASES, enum_table
+
+from .conftest import FIXTURES, ROOT, run_cli
+
+SAMPLE = ROOT / "vizexport" / "data" / "sample"
+
+
+def test_ns_exact():
+    assert ns("1244419994.622") == 1244419994622
+    assert ns("1244419994.62") == 1244419994620
+    assert ns("7") == 7000 and ns("-0.25") == -250 and ns("1E+3") == 1_000_000
+    assert ns("12.3455") == 12346 and ns("12.3465") == 12346  # half-even below 1 ns
+
+
+def test_strip_ansi():
+    assert strip_ansi("E\x1b[90m_\x1b[0m\x1b[97m4\x1b[0m\x1b[90m_\x1b[0m\x1b[33m4\x1b[0m") == ("E_4_4", "bright white")
+    assert strip_ansi("plain") == ("plain", None)
+
+
+def test_sample_profile_records():
+    p = vizexport.load_profile(SAMPLE / "profile.pkl")
+    assert p.release.name == "0.14.0" and p.release.confidence in ("certain", "likely")
+    markers = [pt for pt in p.points if pt.kind == "marker"]
+    assert [m.arg.name for m in markers][:4] == [f"jit step {i}" for i in range(4)]
+    assert all(isinstance(m.arg, Marker) for m in markers) and markers[0].arg.color == "blue"
+    assert len(p.graphs) == 3 and all(len(g.entries) == 5 for g in p.graphs)
+    for g in p.graphs:  # entries are spans inside their batch's signal range
+        for i in g.entries:
+            s = p.spans[i]
+            assert s.graph == p.graphs.index(g) and min(g.sigs) <= s.st <= s.en <= max(g.sigs)
+    copies = [s for s in p.spans if "SDMA" in s.device]
+    assert {s.key.name for s in copies} == {"NULL -> NULL:1", "NULL:1 -> NULL"}
+    assert sum(s.graph < 0 for s in copies) == 2 and sum(s.graph >= 0 for s in copies) == 6
+    allocs = [pt.arg for pt in p.points if pt.kind == "alloc"]
+    assert all(isinstance(a, Alloc) for a in allocs) and {a.dtype for a in allocs} >= {"float"}
+    assert all(a.nbytes == a.count * 4 for a in allocs if a.dtype == "float")
+    execs = [pt.arg for pt in p.points if pt.kind == "exec"]
+    assert all(isinstance(e, Exec) and "\x1b" not in e.name for e in execs)
+    assert {tuple(e.var_vals.items()) for e in execs if e.var_vals} == {(("n", 8),), (("n", 24),)}
+    assert all("\x1b" not in s.key.name for s in p.spans)
+    user = [s for s in p.spans if s.device == "USER"]
+    assert user and all(s.key.tb and len(s.key.tb[0]) == 4 for s in user)
+
+
+def test_sample_rewrites_records():
+    r = vizexport.load_rewrites(SAMPLE / "rewrites.pkl")
+    assert r.release.name == "0.14.0"
+    rws = [rw for c in r.contexts for rw in c.rewrites]
+    assert all(rw.sink in r.uops for rw in rws)
+    matches = [m for rw in rws for m in rw.matches]
+    assert matches and all(m.before in r.uops and m.after in r.uops for m in matches)
+    assert all(m.loc and m.loc[0].endswith(".py") and m.loc[1] > 0 and m.seconds >= 0 for m in matches)
+    assert {u.op_name for u in r.uops.values()} >= {"SINK", "CONST", "ADD", "STORE", "INDEX"}
+    assert any(rw.walk for rw in rws) or any(not rw.walk for rw in rws)
+    assert sum(rw.depth > 0 for rw in rws) > 0 and any(rw.bottom_up for rw in rws)
+
+
+def test_copy_bytes_on_amd():
+    f = FIXTURES / "sqtt" / "gfx950" / "profile_gemm_run_0.pkl"
+    if not f.exists():
+        return
+    p = vizexport.load_profile(f)
+    copies = [(s.key.name, s.key.ret) for s in p.spans if s.device == "AMD:SDMA:0"]
+    assert copies[:3] == [("TINY -> AMD", 4096), ("TINY -> AMD", 7289), ("AMD -> TINY", 4096)]
+
+
+def test_enum_tables_match_fixtures():
+    """Our shipped tables (tools/gen_enums.py, from the wheels) equal the fixtures' tables."""
+    dirs = {r: ("HEAD" if r == "master" else r) for r in RELEASES}
+    for release, d in dirs.items():
+        f = FIXTURES / "tinygrad" / d / "enums.json"
+        if not f.exists():
+            continue
+        theirs = json.loads(f.read_text())
+        for enum in ("Ops", "AxisType", "AddrSpace", "OptOps"):
+            want = {int(k): v for k, v in theirs.get(enum, {}).get("values", {}).items()}
+            assert enum_table(release, enum) == want, (release, enum)
+
+
+def test_demo(tmp_path):
+    r = run_cli("demo", "-o", tmp_path / "out")
+    assert r.returncode == 0, r.stderr
+    info = json.loads((tmp_path / "out" / "info.json").read_text())
+    assert [s["kind"] for s in info] == ["profile", "rewrites"]
+    assert info[0]["n_events"] == 643 and info[0]["memory_peak"] == {"NULL": 4932, "NULL:1": 2176}
+    assert "release 0.14.0" in r.stdout

@@ -1,0 +1,20 @@
+"""Readers: tinygrad pickles (as stand-ins) → version-neutral records. The only code that knows tinygrad."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .. import pickles
+from ..records import Profile, RewriteLog
+from .profile import is_rewrites, load_profile, profile_from
+from .rewrites import load_rewrites, rewrites_from
+
+
+def load_any(path: str | Path, tinygrad_version: str | None = None) -> Profile | RewriteLog:
+    """A profile or a rewrites trace, whichever the file holds (decided by content, not by name)."""
+    with pickles.gc_paused():
+        obj, classes = pickles.load(path)
+        read = rewrites_from if is_rewrites(obj) else profile_from
+        return read(obj, classes, str(path), tinygrad_version)
+
+
+__all__ = ["load_any", "load_profile", "load_rewrites"]

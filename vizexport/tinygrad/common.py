@@ -1,0 +1,80 @@
+"""Small conversions shared by the profile and rewrites readers."""
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+from typing import Any
+
+from ..pickles import class_name
+from ..records import Key
+
+_SGR = re.compile(r"\x1b\[([0-9;]*)m")
+_COLORS = {30: "black", 31: "red", 32: "green", 33: "yellow", 34: "blue", 35: "magenta", 36: "cyan", 37: "white",
+           90: "gray", 91: "bright red", 92: "bright green", 93: "bright yellow", 94: "bright blue",
+           95: "bright magenta", 96: "bright cyan", 97: "bright white"}
+
+
+def strip_ansi(s: str) -> tuple[str, str | None]:
+    """Name without ANSI SGR codes, and the first colour it used (None if plain)."""
+    if "\x1b" not in s:
+        return s, None
+    color = None
+    for m in _SGR.finditer(s):
+        for code in m.group(1).split(";"):
+            if code.isdigit() and int(code) in _COLORS and int(code) != 90:
+                color = _COLORS[int(code)]
+                break
+        if color:
+            break
+    return _SGR.sub("", s), color
+
+
+_PAD = ("000", "00", "0", "")
+
+
+def ns(us: Any) -> int:
+    """Microseconds → integer nanoseconds, rounded half-even. tinygrad's Decimal µs arrive as their exact text
+    (see pickles.SAFE_GLOBALS); the usual '123.456' form is parsed without building a Decimal."""
+    if type(us) is str:
+        whole, _, frac = us.partition(".")
+        if len(frac) <= 3:
+            try:
+                return int(whole + frac + _PAD[len(frac)])
+            except ValueError:
+                pass
+        us = Decimal(us)  # exponent form or sub-ns digits: exact rounding
+    if type(us) is Decimal:
+        return int(us.scaleb(3).to_integral_value())
+    return round(us * 1000)
+
+
+def as_key(name: Any) -> Key:
+    """A ProfileRangeEvent/entry name: a plain str, or a TracingKey stand-in."""
+    if type(name) is str:
+        return Key(*strip_ansi(name))
+    if class_name(name) != "TracingKey":
+        return Key(str(name))
+    d = name.__dict__
+    text, color = strip_ansi(str(d.get("display_name", "")))
+    return Key(text, color, tuple(d.get("keys") or ()), d.get("ret"), d.get("tb"), d.get("cat"))
+
+
+def dtype_name(dt: Any) -> str:
+    """Readable dtype: 'float', 'float4', 'float*' (pointer), or the str tinygrad 0.11 stored."""
+    if isinstance(dt, str):
+        return dt.removeprefix("dtypes.")
+    args = getattr(dt, "_args", ())
+    if len(args) < 3:
+        return str(dt)
+    name = str(args[2])
+    if class_name(dt) in ("PtrDType", "ImageDType"):
+        return dtype_name(args[6]) + "*" if len(args) > 6 else name + "*"
+    return f"{name}{args[4]}" if len(args) > 4 and isinstance(args[4], int) and args[4] > 1 else name
+
+
+def dtype_bits(dt: Any, bitsize: bool) -> int:
+    """Size of one element in bits; `bitsize` says whether the pickle stored bits (>= 0.12) or bytes."""
+    args = getattr(dt, "_args", ())
+    if len(args) < 2 or not isinstance(args[1], int):
+        return 0
+    return args[1] if bitsize else args[1] * 8

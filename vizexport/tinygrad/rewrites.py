@@ -1,0 +1,144 @@
+"""rewrites.pkl (any release 0.10.0 … master) → records.RewriteLog with one UOp table.
+
+0.11+ pickles already store UOps as a table (`uop_fields`: id → (op, dtype, src ids, arg, tag[, metadata])); 0.10.x
+pickles hold UOp objects, which are numbered here by identity (the pickle memo keeps shared nodes shared).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .. import pickles
+from ..pickles import InputError, class_name
+from ..records import Context, Key, Match, Release, Rewrite, RewriteLog, UOpRec
+from .common import as_key, dtype_name
+from .profile import is_rewrites
+from .releases import enum_table, rewrites_release, uop_leaf, with_override
+
+
+def load_rewrites(path: str | Path, tinygrad_version: str | None = None) -> RewriteLog:
+    """Read a tinygrad rewrites.pkl safely (nothing in it is executed) into version-neutral records."""
+    with pickles.gc_paused():
+        return rewrites_from(*pickles.load(path), str(path), tinygrad_version)
+
+
+def rewrites_from(obj: Any, classes: set[str], path: str, tinygrad_version: str | None = None) -> RewriteLog:
+    """The rewrite records of an already (safely) unpickled object."""
+    if isinstance(obj, list) and not is_rewrites(obj):
+        raise InputError(f"{path}: not a tinygrad rewrites trace (a list of events: a profile.pkl?)")
+    try:
+        keys, ctxs, fields = _layout(obj)
+        first = next((r for c in ctxs for r in c), None)
+        rw_fields = tuple(first.__dict__) if first is not None and class_name(first) else ()
+        table = _UOpTable(fields)
+        for c in ctxs:  # 0.10.x: number every UOp reachable from the rewrites
+            for r in c:
+                table.add_rewrite(r)
+        release = with_override(rewrites_release(obj, classes, rw_fields, table.const_leaves()), tinygrad_version)
+        table.name_ops(release)
+        contexts = [_context(k, c, table) for k, c in zip(keys, ctxs, strict=False)]
+        return RewriteLog(path, release, contexts, table.uops)
+    except InputError as e:
+        raise InputError(f"{path}: {e}") from None
+    except (AttributeError, TypeError, ValueError, KeyError, IndexError) as e:
+        raise InputError(f"{path}: unexpected rewrites layout ({type(e).__name__}: {e}); unknown tinygrad release?"
+                         ) from None
+
+
+def _layout(obj: Any) -> tuple[list, list, dict | None]:
+    """(context keys, per-context rewrite lists, uop_fields or None) for every known top-level layout."""
+    if isinstance(obj, list):  # 0.10.0: [(key, [TrackedRewriteContext])]
+        if obj and not all(isinstance(x, tuple) and len(x) == 2 for x in obj):
+            raise InputError("not a tinygrad rewrites trace (a list, but not of (key, contexts) pairs: a profile?)")
+        return [k for k, _ in obj], [list(c) for _, c in obj], None
+    if isinstance(obj, tuple) and len(obj) in (2, 3) and all(isinstance(x, list) for x in obj[:2]):
+        return list(obj[0]), [list(c) for c in obj[1]], (obj[2] if len(obj) == 3 else None)
+    if class_name(obj) == "RewriteTrace":
+        d = obj.__dict__
+        return list(d.get("keys") or ()), [list(c) for c in d.get("rewrites") or ()], d.get("uop_fields") or {}
+    raise InputError(f"not a tinygrad rewrites trace ({class_name(obj) or type(obj).__name__} at top level)")
+
+
+class _UOpTable:
+    """Numbers UOps: ids from uop_fields as they are, 0.10.x UOp objects by identity."""
+
+    def __init__(self, fields: dict | None) -> None:
+        self.fields = fields
+        self.ids: dict[int, int] = {}  # id(UOp stand-in) → table id (0.10.x)
+        self.raw: dict[int, tuple] = dict(fields) if fields else {}
+        self.uops: dict[int, UOpRec] = {}
+
+    def add_rewrite(self, r: Any) -> None:
+        if self.fields is not None:
+            return
+        self.ref(r.__dict__.get("sink"))
+        for m in r.__dict__.get("matches") or ():
+            self.ref(m[0])
+            if len(m) > 1:
+                self.ref(m[1])
+
+    def ref(self, u: Any) -> int | None:
+        """Table id of a UOp (an int id already, or a 0.10.x UOp object numbered here)."""
+        if u is None or isinstance(u, int):
+            return u
+        if (i := self.ids.get(id(u))) is not None:
+            return i
+        stack = [u]
+        while stack:  # iterative post-order: graphs can be thousands deep
+            x = stack[-1]
+            pending = [s for s in x._args[2] if id(s) not in self.ids]
+            if pending:
+                stack.extend(pending)
+                continue
+            stack.pop()
+            if id(x) not in self.ids:
+                i = self.ids[id(x)] = len(self.ids)
+                a = x._args
+                self.raw[i] = (a[0], a[1], tuple(self.ids[id(s)] for s in a[2]), a[3], a[4] if len(a) > 4 else None)
+        return self.ids[id(u)]
+
+    def const_leaves(self) -> list[tuple[int, bool]]:
+        return [leaf for f in self.raw.values() if (leaf := uop_leaf(*f[:4])) is not None]
+
+    def name_ops(self, release: Release) -> None:
+        ops = enum_table(release.name)
+        for i, f in self.raw.items():
+            op = f[0]
+            self.uops[i] = UOpRec(int(op), ops.get(int(op), f"Ops({int(op)})"), dtype_name(f[1]), tuple(f[2]), f[3],
+                                  f[4] if len(f) > 4 else None)
+
+
+def _loc(x: Any) -> tuple[str, int] | None:
+    if isinstance(x, tuple) and len(x) == 2 and isinstance(x[1], int):
+        return (str(x[0]), x[1])
+    return None
+
+
+def _pattern_loc(p: Any) -> tuple[str, int] | None:
+    """Source location of a match: a (file, line) tuple (0.11+), or a UPat stand-in (0.10.x)."""
+    if class_name(p) == "UPat":
+        return _loc(p.__dict__.get("location")) or (_loc(p._args[7]) if len(p._args) > 7 else None)
+    return _loc(p)
+
+
+def _match(m: tuple, table: _UOpTable) -> Match:
+    secs = m[3] if len(m) > 3 and isinstance(m[3], float) else None
+    return Match(table.ref(m[0]), table.ref(m[1]) if len(m) > 1 else None, _pattern_loc(m[2]) if len(m) > 2 else None,
+                 secs)
+
+
+def _context(key: Any, rewrites: list, table: _UOpTable) -> Context:
+    out = []
+    for r in rewrites:
+        d = r.__dict__
+        out.append(Rewrite(str(d.get("name") or ""), _loc(d.get("loc")), table.ref(d.get("sink")),
+                           [_match(m, table) for m in d.get("matches") or ()], int(d.get("depth") or 0),
+                           bool(d.get("bottom_up")), bool(d.get("walk")), bool(d.get("enter_calls"))))
+    return Context(_context_key(key), out)
+
+
+def _context_key(key: Any) -> Key:
+    """TracingKey (0.11+), a plain name, or a codegen Kernel object (0.10.x, which carries its name)."""
+    if class_name(key) == "Kernel":
+        return as_key(str(key.__dict__.get("name") or "kernel"))
+    return as_key(key)
