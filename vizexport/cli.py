@@ -3,20 +3,26 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
+import time
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 
 from . import __version__
 from .info import as_text, summarize
-from .pickles import InputError
+from .output import atomic_file
+from .perfetto import FORMATS, trace_format, write_trace
+from .pickles import InputError, gc_paused
+from .records import Profile, RewriteLog
 from .tinygrad import load_any
 from .tinygrad.releases import RELEASES
+from .tinygrad.timeline import build_timeline
 
-SUBCOMMANDS = ("info", "demo")
+COMMANDS = ("convert", "info", "demo")
+USAGE = """vizexport PROFILE.pkl [REWRITES.pkl] -o OUT.pftrace|OUT.pftrace.gz|OUT.json|OUT.json.gz
+       vizexport info FILE... [--json]
+       vizexport demo -o OUTDIR"""
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -27,10 +33,17 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="vizexport", description="Turn tinygrad VIZ/PROFILE pickles into files anyone "
-                                "can open.", epilog="commands: info FILE... [--json] | demo -o OUTDIR")
+    p = argparse.ArgumentParser(prog="vizexport", usage=USAGE, description="Turn tinygrad VIZ/PROFILE pickles into "
+                                "files anyone can open (convert is the default command).")
     p.add_argument("--version", action="version", version=f"vizexport {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
+    conv = sub.add_parser("convert", help="profile (+ rewrites) → Perfetto trace or Chrome JSON (the default)")
+    conv.add_argument("inputs", nargs="+", type=Path, metavar="PICKLE",
+                      help="a profile.pkl, optionally with its rewrites.pkl (kind detected from content)")
+    conv.add_argument("-o", "--output", type=Path, required=True, metavar="OUT",
+                      help=f"output file; its name picks the format: {', '.join(FORMATS)}")
+    conv.add_argument("--no-compress", action="store_true", help="no compressed_packets in .pftrace output")
+    _common(conv)
     info = sub.add_parser("info", help="what a profile.pkl / rewrites.pkl holds: release, events, span, memory peaks")
     info.add_argument("files", nargs="+", type=Path, metavar="FILE")
     info.add_argument("--json", action="store_true", help="print a JSON list instead of text")
@@ -39,6 +52,38 @@ def parser() -> argparse.ArgumentParser:
     demo.add_argument("-o", "--output", type=Path, required=True, metavar="OUTDIR")
     _common(demo)
     return p
+
+
+def load_inputs(paths: Sequence[Path], version: str | None) -> tuple[Profile, RewriteLog | None]:
+    """One profile and at most one rewrites trace, told apart by content."""
+    loaded = [load_any(p, version) for p in paths]
+    profiles = [x for x in loaded if isinstance(x, Profile)]
+    logs = [x for x in loaded if isinstance(x, RewriteLog)]
+    if len(profiles) != 1 or len(logs) > 1:
+        kinds = ", ".join(f"{p} ({'profile' if isinstance(x, Profile) else 'rewrites'})" for p, x in zip(paths, loaded,
+                                                                                                        strict=True))
+        raise InputError(f"need one profile.pkl and at most one rewrites.pkl, got: {kinds}")
+    return profiles[0], logs[0] if logs else None
+
+
+def convert(inputs: Sequence[Path], output: Path, version: str | None = None, compress: bool = True,
+            quiet: bool = False) -> int:
+    if trace_format(output) is None:
+        raise InputError(f"{output}: unknown output format (name it {', '.join('*' + f for f in FORMATS)})")
+    t0 = time.perf_counter()
+    with gc_paused():  # millions of acyclic objects: see pickles.gc_paused
+        prof, log = load_inputs(inputs, version)
+        tl = build_timeline(prof, log)
+        size = write_trace(tl, output, compress=compress)
+    if not quiet:
+        n = tl.n_events()
+        print(f"wrote {output}: {n:,} events on {len(tl.tracks)} tracks, {size:,} bytes "
+              f"({size / max(prof.n_events, 1):.1f} B/profile event) in {time.perf_counter() - t0:.2f} s")
+    return 0
+
+
+def cmd_convert(args: argparse.Namespace) -> int:
+    return convert(args.inputs, args.output, args.tinygrad_version, not args.no_compress)
 
 
 def cmd_info(args: argparse.Namespace) -> int:
@@ -53,37 +98,31 @@ def sample_files() -> list[Path]:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    summaries = [summarize(load_any(f, args.tinygrad_version)) for f in sample_files()]
-    args.output.mkdir(parents=True, exist_ok=True)
-    write_atomic(args.output / "info.json", json.dumps(summaries, indent=1).encode())
+    files = sample_files()
+    summaries = [summarize(load_any(f, args.tinygrad_version)) for f in files]
     print("\n".join(map(as_text, summaries)))
-    print(f"wrote {args.output / 'info.json'}")
+    convert(files, args.output / "trace.pftrace", args.tinygrad_version)
+    convert(files, args.output / "trace.json.gz", args.tinygrad_version)
+    with atomic_file(args.output / "info.json") as f:
+        f.write(json.dumps(summaries, indent=1).encode())
+    print(f"wrote {args.output / 'info.json'}; open the trace at https://ui.perfetto.dev")
     return 0
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write to a temporary file beside `path`, then rename: readers never see a partial file."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-
-
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] not in COMMANDS and argv[0] not in ("-h", "--help", "--version"):
+        argv.insert(0, "convert")
     args = parser().parse_args(argv)
     try:
-        return {"info": cmd_info, "demo": cmd_demo}[args.command](args)
+        return {"convert": cmd_convert, "info": cmd_info, "demo": cmd_demo}[args.command](args)
     except InputError as e:
         if args.debug:
             raise
         print(f"vizexport: error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("vizexport: interrupted", file=sys.stderr)
+        print("vizexport: interrupted (no output written)", file=sys.stderr)
         return 130
 
 

@@ -1,0 +1,25 @@
+"""Output files appear whole or not at all: written to a temporary file beside the target, then renamed."""
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import BinaryIO
+
+
+@contextmanager
+def atomic_file(path: Path) -> Iterator[BinaryIO]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            yield f
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a finished output gets the usual permissions
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise

@@ -1,0 +1,68 @@
+"""Timeline → Chrome trace JSON (the legacy format ui.perfetto.dev and chrome://tracing open), streamed.
+
+Root tracks become processes and every slice track (lane) a thread, both with sort indices in timeline order; slices
+are `X` events, instants `i`, counters `C` (named so the trace processor calls the track `<name>`), flows `s`/`f`.
+Timestamps are µs with three decimals, i.e. exact ns.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import TextIO
+
+from ..timeline import Timeline, Track
+
+
+def _us(ns: int) -> str:
+    sign, ns = ("-", -ns) if ns < 0 else ("", ns)
+    return f"{sign}{ns // 1000}.{ns % 1000:03d}"
+
+
+def _events(tl: Timeline) -> Iterator[str]:
+    dumps = json.dumps
+    tracks = tl.walk()
+    root_of: dict[int, Track] = {}
+    for order, t in enumerate(tracks):
+        root = t if not t.parent else root_of[t.parent]
+        root_of[t.uuid] = root
+        pid = root.uuid
+        if not t.parent:
+            yield dumps({"ph": "M", "pid": pid, "name": "process_name", "args": {"name": t.name}})
+            yield dumps({"ph": "M", "pid": pid, "name": "process_sort_index", "args": {"sort_index": order}})
+        if t.kind == "counter":
+            key = t.name.removeprefix(root.name).strip() or t.name
+            for ts, v in zip(t.ts, t.values, strict=True):
+                yield f'{{"ph":"C","pid":{pid},"name":{dumps(root.name)},"ts":{_us(ts)},"args":{{{dumps(key)}:{v}}}}}'
+            continue
+        if t.kind != "slice" or not len(t):
+            continue
+        tid = t.uuid
+        yield dumps({"ph": "M", "pid": pid, "tid": tid, "name": "thread_name", "args": {"name": t.name}})
+        yield dumps({"ph": "M", "pid": pid, "tid": tid, "name": "thread_sort_index", "args": {"sort_index": order}})
+        yield from _slices(tl, t, pid, tid)
+
+
+def _slices(tl: Timeline, t: Track, pid: int, tid: int) -> Iterator[str]:
+    dumps, strings = json.dumps, tl.strings
+    head = f'"pid":{pid},"tid":{tid}'
+    for i in range(len(t)):
+        ts, d = _us(t.ts[i]), t.dur[i]
+        name = dumps(strings[t.names[i]])
+        args = f',"args":{dumps(t.args[i], default=str)}' if i in t.args else ""
+        if d < 0:
+            yield f'{{"ph":"i","s":"t",{head},"name":{name},"ts":{ts}{args}}}'
+        else:
+            yield f'{{"ph":"X",{head},"name":{name},"ts":{ts},"dur":{_us(d)}{args}}}'
+        for f in t.flows_out.get(i, ()):
+            yield f'{{"ph":"s","cat":"dep","id":{f},{head},"name":"dep","ts":{ts}}}'
+        for f in t.flows_in.get(i, ()):
+            yield f'{{"ph":"f","bp":"e","cat":"dep","id":{f},{head},"name":"dep","ts":{ts}}}'
+
+
+def write(tl: Timeline, out: TextIO) -> None:
+    out.write('{"traceEvents":[\n')
+    first = True
+    for e in _events(tl):
+        out.write(e if first else ",\n" + e)
+        first = False
+    out.write('\n],"displayTimeUnit":"ns"}\n')

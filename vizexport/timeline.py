@@ -1,0 +1,79 @@
+"""The neutral timeline model between readers and writers: a tree of tracks holding slices, instants or counters.
+
+Columns of ints (array('q')) rather than an object per event keep millions of events cheap. Writers stream from it.
+A slice track never holds partial overlaps (the reader assigns overlapping work to extra lanes), and its events are
+stored in the order writers emit them: by start time, outer slices before the slices they contain.
+"""
+from __future__ import annotations
+
+from array import array
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(eq=False)
+class Track:
+    uuid: int
+    name: str
+    parent: int  # uuid of the parent track, 0 for a root
+    rank: int  # order among siblings (explicit ordering)
+    kind: str  # "group" | "slice" | "counter"
+    description: str = ""
+    unit: str = ""  # counters: "bytes", "count", ...
+    ts: array = field(default_factory=lambda: array("q"))  # ns, host clock
+    dur: array = field(default_factory=lambda: array("q"))  # slices: ns, -1 = instant
+    names: array = field(default_factory=lambda: array("l"))  # slices: string ids (Timeline.strings)
+    values: array = field(default_factory=lambda: array("q"))  # counters
+    args: dict[int, dict] = field(default_factory=dict)  # event index → args (sparse: most events have none)
+    flows_out: dict[int, list[int]] = field(default_factory=dict)  # event index → flow ids it starts
+    flows_in: dict[int, list[int]] = field(default_factory=dict)  # event index → flow ids it ends
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+
+class Timeline:
+    def __init__(self, title: str = "") -> None:
+        self.title = title
+        self.tracks: list[Track] = []
+        self.strings: list[str] = []
+        self._ids: dict[str, int] = {}
+        self._n_children: dict[int, int] = {}
+
+    def intern(self, s: str) -> int:
+        i = self._ids.get(s)
+        if i is None:
+            i = self._ids[s] = len(self.strings)
+            self.strings.append(s)
+        return i
+
+    def add_track(self, name: str, parent: Track | None, kind: str, **kw: Any) -> Track:
+        """A new track, shown after its existing siblings."""
+        pid = parent.uuid if parent is not None else 0
+        self._n_children[pid] = rank = self._n_children.get(pid, 0) + 1
+        t = Track(len(self.tracks) + 1, name, pid, rank, kind, **kw)
+        self.tracks.append(t)
+        return t
+
+    def children(self, t: Track | None) -> list[Track]:
+        uuid = t.uuid if t is not None else 0
+        return sorted((c for c in self.tracks if c.parent == uuid), key=lambda c: c.rank)
+
+    def walk(self) -> list[Track]:
+        """All tracks, parents before children, siblings in rank order."""
+        out, stack = [], self.children(None)[::-1]
+        while stack:
+            t = stack.pop()
+            out.append(t)
+            stack.extend(self.children(t)[::-1])
+        return out
+
+    def path(self, t: Track) -> list[Track]:
+        by_uuid = {x.uuid: x for x in self.tracks}
+        out = [t]
+        while out[-1].parent:
+            out.append(by_uuid[out[-1].parent])
+        return out[::-1]
+
+    def n_events(self) -> int:
+        return sum(len(t) for t in self.tracks)

@@ -1,0 +1,238 @@
+"""records.Profile (+ optional RewriteLog) → Timeline: the track layout users and scripts rely on.
+
+Roots, in order: host tracks (TINY, USER, GC), devices in natural order (NULL, NULL:1, AMD, AMD:1, …), Markers.
+Under a device root: its own queue track, `<root> Graph`, engines (`<root>:SDMA:0`, …), then `<device> Memory`.
+"""
+from __future__ import annotations
+
+import bisect
+import re
+from collections import defaultdict
+from typing import Any
+
+from ..records import Alloc, Exec, Marker, Profile, RewriteLog, Span
+from ..timeline import Timeline, Track
+from .estimates import Estimates
+
+HOST = ("TINY", "USER", "GC")
+_NUM = re.compile(r"(\d+)")
+
+
+def natural(s: str) -> tuple:
+    return tuple(int(p) if p.isdigit() else p for p in _NUM.split(s))
+
+
+def device_root(dev: str) -> str:
+    """'NULL:1:SDMA:0' → 'NULL:1', 'AMD:SDMA:0' → 'AMD', 'PYTHON:COPY' → 'PYTHON'."""
+    parts = dev.split(":")
+    return ":".join(parts[:2]) if len(parts) > 1 and parts[1].isdigit() else parts[0]
+
+
+def is_copy(s: Span) -> bool:
+    return s.is_copy or isinstance(s.key.ret, int) or ":SDMA" in s.device or s.device.endswith(":COPY")
+
+
+def build_timeline(prof: Profile, rewrites: RewriteLog | None = None) -> Timeline:
+    return _Builder(prof, rewrites).build()
+
+
+class _Builder:
+    def __init__(self, prof: Profile, rewrites: RewriteLog | None) -> None:
+        self.p, self.tl = prof, Timeline(prof.path)
+        self.est = Estimates(rewrites) if rewrites is not None else None
+        self.placed: dict[int, tuple[Track, int]] = {}  # span index → (track, event index)
+        self.next_flow = 1
+        self.host_args: dict[int, tuple[str, dict]] = {}
+
+    def build(self) -> Timeline:
+        spans_by_dev: dict[str, list[int]] = defaultdict(list)
+        for i, s in enumerate(self.p.spans):
+            spans_by_dev[s.device].append(i)
+        mem_devs = sorted({pt.device for pt in self.p.points if pt.kind in ("alloc", "free")}, key=natural)
+        graph_roots = {device_root(g.device) for g in self.p.graphs if g.entries}
+        roots = {device_root(d) for d in spans_by_dev} | {device_root(d) for d in mem_devs}
+        order = [r for r in HOST if r in roots] + sorted(roots - set(HOST), key=natural)
+        execs = self._execs_by_device()
+        for root in order:
+            group = self.tl.add_track(root, None, "group")
+            devs = sorted((d for d in spans_by_dev if device_root(d) == root), key=natural)
+            for d in (d for d in devs if d == root):
+                self._slices(group, d, spans_by_dev[d], execs.get(d))
+            if root in graph_roots:
+                self._graph_track(group, root)
+            for d in (d for d in devs if d != root):
+                self._slices(group, d, spans_by_dev[d], execs.get(d))
+            for d in mem_devs:
+                if device_root(d) == root:
+                    self._memory(group, d)
+        self._flows()
+        self._markers()
+        return self.tl
+
+    # --- slices -------------------------------------------------------------------------------------------------
+    def _slices(self, group: Track, dev: str, idx: list[int], execs: list | None) -> None:
+        """Spans of one device string on as few same-named lanes as keep every lane properly nested."""
+        spans = self.p.spans
+        key = {i: (spans[i].st, -(spans[i].en if spans[i].en is not None else spans[i].st)) for i in idx}
+        lanes: list[tuple[Track, list[int]]] = []
+        intern, placed = self.tl.intern, self.placed
+        for i in sorted(idx, key=key.__getitem__):
+            s = spans[i]
+            en = s.st if s.en is None or s.en <= s.st else s.en
+            for track, stack in lanes:
+                while stack and stack[-1] <= s.st:
+                    stack.pop()
+                if not stack or en <= stack[-1]:
+                    break
+            else:
+                track = self.tl.add_track(dev, group, "slice")
+                stack = []
+                lanes.append((track, stack))
+            stack.append(en)
+            placed[i] = (track, len(track.ts))
+            track.ts.append(s.st)
+            track.dur.append(en - s.st if en > s.st else -1)
+            name, args = self._name_args(s, execs)
+            track.names.append(intern(name))
+            if args:
+                track.args[len(track.ts) - 1] = args
+
+    def _name_args(self, s: Span, execs: list | None) -> tuple[str, dict]:
+        if s.device in HOST:  # host spans' names and args depend on the Key alone, and Keys are shared
+            cached = self.host_args.get(id(s.key))
+            if cached is None:
+                cached = self.host_args[id(s.key)] = self._key_args(s.key)
+            return cached
+        return self._device_name_args(s, execs)
+
+    def _key_args(self, k: Any) -> tuple[str, dict]:
+        args = {}
+        if k.tb:
+            args["tb"] = "\n".join(f"{f}:{line} {fn}\n    {code}" for f, line, fn, code in k.tb)
+        if isinstance(k.ret, str) and k.ret:
+            args["metadata"] = k.ret
+        ctx = [x for x in k.keys if isinstance(x, str)]
+        if ctx:
+            args["rewrite_context"] = ctx[0]
+        return k.name, args
+
+    def _device_name_args(self, s: Span, execs: list | None) -> tuple[str, dict]:
+        k, args = s.key, dict(self._key_args(s.key)[1])
+        dur = (s.en or s.st) - s.st
+        if is_copy(s):
+            if isinstance(k.ret, int):
+                args["bytes"] = k.ret
+                if dur > 0:
+                    args["GB/s"] = round(k.ret / dur, 3)
+            return k.name, args
+        name = k.name
+        ex = self._exec_for(execs, s.st) if s.graph < 0 else None
+        var_vals = {}
+        if ex is not None:
+            key, e = ex
+            var_vals = e.var_vals
+            args.update(self._exec_args(key, e))
+        if self.est is not None:
+            found = self.est.lookup(s.profile_key, k.name)
+            if found is not None:
+                name = found[0]
+                args.update(self.est.rates(found[1], var_vals, dur * 1e-9))
+        if s.profile_key is not None:
+            args["profile_key"] = s.profile_key.hex()
+        return name, args
+
+    # --- kernel launches: exec points and buffers ----------------------------------------------------------------
+    def _execs_by_device(self) -> dict[str, list]:
+        out: dict[str, list] = defaultdict(list)
+        self.buffers: dict[Any, Alloc] = {}
+        for pt in self.p.points:
+            if pt.kind == "exec" and isinstance(pt.arg, Exec):
+                out[pt.device].append((pt.ts, pt.key, pt.arg))
+            elif pt.kind == "alloc" and isinstance(pt.arg, Alloc):
+                self.buffers[pt.key] = pt.arg
+        for v in out.values():
+            v.sort(key=lambda x: x[0])
+        return {d: ([t for t, _, _ in v], v) for d, v in out.items()}
+
+    @staticmethod
+    def _exec_for(execs: Any, st: int) -> tuple[Any, Exec] | None:
+        """The latest exec point at or before a kernel's start (tinygrad back-dates exec to the launch call)."""
+        if not execs:
+            return None
+        i = bisect.bisect_right(execs[0], st) - 1
+        return (execs[1][i][1], execs[1][i][2]) if i >= 0 else None
+
+    def _exec_args(self, key: Any, e: Exec) -> dict:
+        bufs = []
+        for n, b in enumerate(e.bufs):
+            mode = "inout" if n in e.inputs and n in e.outputs else "out" if n in e.outputs else "in"
+            a = self.buffers.get(b)
+            bufs.append({"buf": b, "mode": mode, **({"bytes": a.nbytes, "dtype": a.dtype} if a else {})})
+        args: dict = {"exec": key, "buffers": bufs}
+        if e.var_vals:
+            args["var_vals"] = dict(e.var_vals)
+        if e.metadata:
+            args["metadata"] = ", ".join(str(getattr(m, "__dict__", {}).get("name", m)) for m in e.metadata)
+        return args
+
+    # --- graph batches, flows, memory, markers --------------------------------------------------------------------
+    def _graph_track(self, group: Track, root: str) -> None:
+        spans = self.p.spans
+        batches = []
+        for g in self.p.graphs:
+            if g.entries and device_root(g.device) == root:
+                st = min(spans[i].st for i in g.entries)
+                en = max(spans[i].en or spans[i].st for i in g.entries)
+                batches.append((st, en, len(g.entries)))
+        lanes: list[tuple[Track, list[int]]] = []
+        for st, en, n in sorted(batches, key=lambda b: (b[0], -b[1])):
+            for track, last in lanes:
+                if last[0] <= st:
+                    break
+            else:
+                track, last = self.tl.add_track(f"{root} Graph", group, "slice"), [0]
+                lanes.append((track, last))
+            last[0] = en
+            track.ts.append(st)
+            track.dur.append(en - st if en > st else -1)
+            track.names.append(self.tl.intern(f"batched {n}"))
+
+    def _flows(self) -> None:
+        """Graph dependencies: a flow from each entry an entry waits for to that entry."""
+        for g in self.p.graphs:
+            for i, deps in enumerate(g.deps or ()):
+                for d in deps if isinstance(deps, (list, tuple)) else (deps,):
+                    if not (isinstance(d, int) and 0 <= d < len(g.entries) and i < len(g.entries)):
+                        continue
+                    (src, si), (dst, di) = self.placed[g.entries[d]], self.placed[g.entries[i]]
+                    src.flows_out.setdefault(si, []).append(self.next_flow)
+                    dst.flows_in.setdefault(di, []).append(self.next_flow)
+                    self.next_flow += 1
+
+    def _memory(self, group: Track, dev: str) -> None:
+        """Live buffer bytes over time: the running sum of alloc/free; its maximum is the device's peak."""
+        track = self.tl.add_track(f"{dev} Memory", group, "counter", unit="bytes")
+        live: dict[Any, int] = {}
+        total = 0
+        for pt in sorted((pt for pt in self.p.points if pt.device == dev and pt.kind in ("alloc", "free")),
+                         key=lambda pt: pt.ts):
+            if pt.kind == "alloc" and isinstance(pt.arg, Alloc):
+                live[pt.key] = pt.arg.nbytes
+                total += pt.arg.nbytes
+            else:
+                total -= live.pop(pt.key, 0)
+            track.ts.append(pt.ts)
+            track.values.append(total)
+
+    def _markers(self) -> None:
+        marks = sorted((pt for pt in self.p.points if pt.kind == "marker"), key=lambda pt: pt.ts)
+        if not marks:
+            return
+        track = self.tl.add_track("Markers", None, "slice")
+        for pt in marks:
+            m = pt.arg if isinstance(pt.arg, Marker) else Marker(str(pt.arg), None)
+            track.ts.append(pt.ts)
+            track.dur.append(-1)
+            track.names.append(self.tl.intern(m.name))
+            if m.color:
+                track.args[len(track.ts) - 1] = {"color": m.color}
