@@ -28,3 +28,21 @@ def fixture_params(pattern: str) -> list:
 def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "vizexport", *map(str, args)], capture_output=True, text=True,
                           cwd=cwd, timeout=300)
+
+
+TPQ = ROOT.parent / "shared" / "tools" / "perfetto-check" / "tpq"
+TPQ_HOME = Path.home() / ".cache" / "perfetto-check"
+
+
+def tpq_available() -> bool:
+    return TPQ.exists() and Path("/usr/bin/chromium").exists() and (TPQ_HOME / "web_dist" / "index.html").exists()
+
+
+def tpq(trace: Path, *sql: str) -> list:
+    """Run SQL against `trace` in the real Perfetto trace processor (../shared/tools/perfetto-check)."""
+    if not tpq_available():
+        pytest.skip("perfetto-check is not installed (../shared/tools/perfetto-check/install.sh)")
+    r = subprocess.run([str(TPQ), "--timeout", "180", str(trace), *sql], capture_output=True, text=True, timeout=240,
+                       check=False)
+    assert r.returncode == 0, r.stderr
+    return [json.loads(line) for line in r.stdout.splitlines()]

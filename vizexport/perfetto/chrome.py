@@ -29,10 +29,10 @@ def _events(tl: Timeline) -> Iterator[str]:
         if not t.parent:
             yield dumps({"ph": "M", "pid": pid, "name": "process_name", "args": {"name": t.name}})
             yield dumps({"ph": "M", "pid": pid, "name": "process_sort_index", "args": {"sort_index": order}})
-        if t.kind == "counter":
-            key = t.name.removeprefix(root.name).strip() or t.name
+        if t.kind == "counter":  # the trace processor names a C track "<name> <arg key>": split ours that way
+            name, key = dumps(t.name.rsplit(" ", 1)[0]), dumps(t.name.rsplit(" ", 1)[-1])
             for ts, v in zip(t.ts, t.values, strict=True):
-                yield f'{{"ph":"C","pid":{pid},"name":{dumps(root.name)},"ts":{_us(ts)},"args":{{{dumps(key)}:{v}}}}}'
+                yield f'{{"ph":"C","pid":{pid},"name":{name},"ts":{_us(ts)},"args":{{{key}:{v}}}}}'
             continue
         if t.kind != "slice" or not len(t):
             continue

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Iterator
 from typing import BinaryIO
 
 from ..timeline import Timeline, Track
@@ -180,7 +179,9 @@ def _slices(seq: _Sequence, t: Track, sink: _Sink) -> None:
             ev += b"".join(b"\xf9\x02" + f.to_bytes(8, "little") for f in fout[i])  # flow_ids (47, fixed64)
         if i in fin:
             ev += b"".join(b"\x81\x03" + f.to_bytes(8, "little") for f in fin[i])  # terminating_flow_ids (48)
-        body = b"\x40" + (V[st - last] if st - last < 16384 else varint(st - last)) + b"\x5a" + (V[len(ev)] if len(ev) < 16384 else varint(len(ev))) + ev
+        n = len(ev)
+        body = b"\x40" + (V[st - last] if st - last < 16384 else varint(st - last)) + b"\x5a" + \
+            (V[n] if n < 16384 else varint(n)) + ev
         last = st
         if seq.new_interned:
             body += field(12, bytes(seq.new_interned))

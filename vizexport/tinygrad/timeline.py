@@ -32,6 +32,13 @@ def is_copy(s: Span) -> bool:
     return s.is_copy or isinstance(s.key.ret, int) or ":SDMA" in s.device or s.device.endswith(":COPY")
 
 
+def _fits(stack: list[int], st: int, en: int) -> bool:
+    """Can a slice [st, en] go on a lane whose open slices end at `stack`? (closes those ended by st)"""
+    while stack and stack[-1] <= st:
+        stack.pop()
+    return not stack or en <= stack[-1]
+
+
 def build_timeline(prof: Profile, rewrites: RewriteLog | None = None) -> Timeline:
     return _Builder(prof, rewrites).build()
 
@@ -79,15 +86,11 @@ class _Builder:
         for i in sorted(idx, key=key.__getitem__):
             s = spans[i]
             en = s.st if s.en is None or s.en <= s.st else s.en
-            for track, stack in lanes:
-                while stack and stack[-1] <= s.st:
-                    stack.pop()
-                if not stack or en <= stack[-1]:
-                    break
-            else:
-                track = self.tl.add_track(dev, group, "slice")
-                stack = []
-                lanes.append((track, stack))
+            lane = next((lane for lane in lanes if _fits(lane[1], s.st, en)), None)
+            if lane is None:
+                lane = (self.tl.add_track(dev, group, "slice"), [])
+                lanes.append(lane)
+            track, stack = lane
             stack.append(en)
             placed[i] = (track, len(track.ts))
             track.ts.append(s.st)
@@ -186,12 +189,11 @@ class _Builder:
                 batches.append((st, en, len(g.entries)))
         lanes: list[tuple[Track, list[int]]] = []
         for st, en, n in sorted(batches, key=lambda b: (b[0], -b[1])):
-            for track, last in lanes:
-                if last[0] <= st:
-                    break
-            else:
-                track, last = self.tl.add_track(f"{root} Graph", group, "slice"), [0]
-                lanes.append((track, last))
+            lane = next((lane for lane in lanes if lane[1][0] <= st), None)
+            if lane is None:
+                lane = (self.tl.add_track(f"{root} Graph", group, "slice"), [0])
+                lanes.append(lane)
+            track, last = lane
             last[0] = en
             track.ts.append(st)
             track.dur.append(en - st if en > st else -1)

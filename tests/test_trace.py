@@ -1,0 +1,175 @@
+"""Profile → .pftrace / Chrome JSON: protocol rules (official schema) and figures computed independently."""
+from __future__ import annotations
+
+import gzip
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from vizexport.perfetto import write_trace
+from vizexport.records import GraphBatch, Key, Profile, Release, Span
+from vizexport.tinygrad.timeline import build_timeline
+
+from . import trace_rules
+from .conftest import EXPECTED, FIXTURES, ROOT, run_cli, tpq
+
+SAMPLE = ROOT / "vizexport" / "data" / "sample"
+PROFILES = ["sample/profile.pkl", *sorted(k for k in EXPECTED if k.startswith("tinygrad/") and "profile" in k),
+            "sqtt/gfx1100/profile_gemm_run_0.pkl", "sqtt/gfx950/profile_gemm_run_0.pkl"]
+
+
+def path_of(key: str) -> Path:
+    return SAMPLE / key.split("/", 1)[1] if key.startswith("sample/") else FIXTURES / key
+
+
+def params(keys: list[str]) -> list:
+    return [pytest.param(k, id=k, marks=[] if path_of(k).exists() else [pytest.mark.skip(reason="fixture absent")])
+            for k in keys]
+
+
+def expected_tracks(exp: dict) -> tuple[Counter, Counter, dict, int]:
+    """From the pickle's own figures: events per device track, batches per Graph track, memory peaks, markers."""
+    events, graphs = Counter(), Counter()
+    for dev, kinds in exp["events"].items():
+        n = kinds.get("range", 0) + kinds.get("graph_entry", 0)
+        if n:
+            events[dev] += n
+        if kinds.get("graph"):
+            parts = dev.split(":")
+            root = ":".join(parts[:2]) if len(parts) > 1 and parts[1].isdigit() else parts[0]
+            graphs[f"{root} Graph"] += kinds["graph"]
+    markers = sum(k.get("marker", 0) for k in exp["events"].values())
+    return events, graphs, exp["memory_peak"], markers
+
+
+def per_name(d: trace_rules.Decoded) -> tuple[Counter, Counter, Counter, dict]:
+    slices, positive, instants, peaks = Counter(), Counter(), Counter(), {}
+    for uuid, desc in d.descriptors.items():
+        slices[desc.name] += len(d.slices.get(uuid, ()))
+        positive[desc.name] += sum(en > st for st, en, _, _ in d.slices.get(uuid, ()))
+        instants[desc.name] += len(d.instants.get(uuid, ()))
+        if uuid in d.counters:
+            peaks[desc.name.removesuffix(" Memory")] = max(v for _, v in d.counters[uuid])
+    return slices, positive, instants, peaks
+
+
+@pytest.mark.parametrize("key", params(PROFILES))
+@pytest.mark.parametrize("compress", [True, False])
+def test_pftrace_rules_and_figures(tmp_path: Path, key: str, compress: bool):
+    out = tmp_path / "t.pftrace"
+    r = run_cli(path_of(key), "-o", out, *([] if compress else ["--no-compress"]))
+    assert r.returncode == 0, r.stderr
+    d = trace_rules.check(out.read_bytes())
+    assert (d.compressed_chunks > 0) == compress
+    slices, positive, instants, peaks = per_name(d)
+    events, graphs, mem, markers = expected_tracks(EXPECTED[key])
+    for dev, n in events.items():
+        assert slices[dev] + instants[dev] == n, dev  # every range kept: zero-length ones as instants
+    for name, n in graphs.items():
+        assert slices[name] == n, name
+    assert peaks == mem
+    assert instants["Markers"] == markers
+    viewer = EXPECTED[key].get("viewer")
+    if viewer and viewer.get("format") == "bytepack":  # what tinygrad's own viewer draws (it skips zero-length)
+        for name, n in viewer["tracks"].items():
+            if not name.endswith(" Memory"):
+                assert positive[name] == n, name
+    roots = [x.name for x in sorted((x for x in d.descriptors.values() if not x.parent_uuid),
+                                    key=lambda x: x.sibling_order_rank)]
+    host = [x for x in ("TINY", "USER", "GC") if x in roots]
+    assert roots[: len(host)] == host and (roots[-1] == "Markers") == (markers > 0)
+
+
+def test_sample_kernel_args_and_names(tmp_path: Path):
+    out = tmp_path / "t.pftrace"
+    assert run_cli(SAMPLE / "profile.pkl", SAMPLE / "rewrites.pkl", "-o", out).returncode == 0
+    d = trace_rules.check(out.read_bytes())
+    kern = [s for u in d.by_name("NULL") for s in d.slices[u] if s[2] == "r_n"]
+    assert [k[3]["var_vals"] for k in kern] == [{"n": 8}, {"n": 24}]
+    for _, _, _, a in kern:  # symbolic estimates evaluated per launch: FLOPS scale with n
+        assert a["GFLOPS"] > 0 and a["buffers"][0]["mode"] == "out" and a["buffers"][1]["bytes"] == 256
+    assert kern[1][3]["GFLOPS"] > kern[0][3]["GFLOPS"]
+    assert all("\x1b" not in s[2] for sl in d.slices.values() for s in sl)
+    user = [s for u in d.by_name("USER") for s in d.slices[u]]
+    assert all("tb" in s[3] and ".py:" in s[3]["tb"] for s in user)
+    marks = [n for u in d.by_name("Markers") for _, n in d.instants[u]]
+    assert marks[:2] == ["jit step 0", "jit step 1"]
+
+
+def synthetic() -> Profile:
+    """Overlapping work, a zero-length range and graph dependencies, as records (no pickle needed)."""
+    spans = [Span("AMD", Key("a"), 1000, 5000), Span("AMD", Key("b"), 3000, 8000), Span("AMD", Key("c"), 4000, None),
+             Span("AMD", Key("e0"), 10000, 11000, graph=0), Span("AMD:1", Key("e1"), 11500, 12000, graph=0),
+             Span("AMD", Key("e2"), 12500, 13000, graph=0)]
+    p = Profile("synthetic", Release("0.14.0", "override", "test"), len(spans))
+    p.spans = spans
+    p.graphs = [GraphBatch("AMD", [3, 4, 5], [[], [0], [0, 1]], [10000, 11000, 11500, 12000, 12500, 13000])]
+    return p
+
+
+def test_lanes_instants_flows(tmp_path: Path):
+    tl = build_timeline(synthetic())
+    out = tmp_path / "s.pftrace"
+    write_trace(tl, out)
+    d = trace_rules.check(out.read_bytes())
+    lanes = d.by_name("AMD")
+    assert len(lanes) == 3  # the root group and two lanes: a and b overlap partially
+    got = sorted((s[2], s[0], s[1]) for u in lanes for s in d.slices[u])
+    assert got == [("a", 1000, 5000), ("b", 3000, 8000), ("e0", 10000, 11000), ("e2", 12500, 13000)]
+    assert [(n, t) for u in lanes for t, n in d.instants[u]] == [("c", 4000)]
+    assert sum(d.flows_out.values()) == 3  # deps: e1 ← e0, e2 ← e0, e2 ← e1
+    assert [s[2] for u in d.by_name("AMD Graph") for s in d.slices[u]] == ["batched 3"]
+
+
+def test_json_output(tmp_path: Path):
+    out = tmp_path / "t.json.gz"
+    assert run_cli(SAMPLE / "profile.pkl", SAMPLE / "rewrites.pkl", "-o", out).returncode == 0
+    doc = json.loads(gzip.decompress(out.read_bytes()))
+    evs = doc["traceEvents"]
+    names = {(e["pid"], e.get("tid")): e["args"]["name"] for e in evs if e["ph"] == "M" and "name" in e["args"]}
+    x = Counter(names[(e["pid"], e["tid"])] for e in evs if e["ph"] in ("X", "i"))
+    events, graphs, mem, markers = expected_tracks(EXPECTED["sample/profile.pkl"])
+    assert {k: x[k] for k in events} == dict(events) and x["NULL Graph"] == graphs["NULL Graph"]
+    assert x["Markers"] == markers
+    peaks = Counter()
+    for e in evs:
+        if e["ph"] == "C":
+            peaks[e["name"]] = max(peaks[e["name"]], e["args"]["Memory"])
+    assert dict(peaks) == mem
+    r_n = [e for e in evs if e.get("name") == "r_n"]
+    assert [e["args"]["var_vals"]["n"] for e in r_n] == [8, 24] and all(e["dur"] > 0 for e in r_n)
+
+
+def test_failed_conversion_leaves_nothing(tmp_path: Path):
+    bad = tmp_path / "cut.pkl"
+    bad.write_bytes((SAMPLE / "profile.pkl").read_bytes()[:5000])
+    out = tmp_path / "t.pftrace"
+    r = run_cli(bad, "-o", out)
+    assert r.returncode == 1 and "truncated" in r.stderr
+    assert list(tmp_path.iterdir()) == [bad]
+
+
+@pytest.mark.parametrize("key", params(["sample/profile.pkl", "tinygrad/0.14.0-null/profile.pkl",
+                                        "tinygrad/0.11.0/profile.pkl", "tinygrad/HEAD/profile.pkl"]))
+@pytest.mark.parametrize("fmt", [".pftrace", ".json.gz"])
+def test_trace_processor(tmp_path: Path, key: str, fmt: str):
+    """The real Perfetto trace processor: no error stats; per-track counts, memory peaks and markers as computed."""
+    out = tmp_path / f"t{fmt}"
+    assert run_cli(path_of(key), "-o", out).returncode == 0
+    track = "coalesce(t.name, th.name)" if fmt == ".json.gz" else "t.name"
+    stats, tracks, counters = tpq(
+        out,
+        "select name, value from stats where value > 0 and severity in ('error', 'data_loss')",
+        f"select {track} as track, count(*) as n from slice s join track t on s.track_id = t.id "
+        "left join thread_track tt on tt.id = t.id left join thread th using(utid) group by 1",
+        "select t.name as track, max(c.value) as peak from counter c join counter_track t on c.track_id = t.id "
+        "group by 1")
+    assert stats == []
+    got = {r["track"]: r["n"] for r in tracks}
+    events, graphs, mem, markers = expected_tracks(EXPECTED[key])
+    assert {k: got.get(k) for k in events} == dict(events)
+    assert {k: got.get(k) for k in graphs} == dict(graphs)
+    assert got.get("Markers", 0) == markers
+    assert {r["track"].removesuffix(" Memory"): r["peak"] for r in counters} == mem
