@@ -2,12 +2,15 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import os
 import sys
 import time
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from . import __version__
 from .info import as_text, summarize
@@ -15,13 +18,22 @@ from .output import atomic_file
 from .perfetto import FORMATS, trace_format, write_trace
 from .pickles import InputError, gc_paused
 from .records import Profile, RewriteLog
+from .site import build_site
+from .site.serve import serve
 from .tinygrad import load_any
 from .tinygrad.releases import RELEASES
 from .tinygrad.timeline import build_timeline
 
-COMMANDS = ("convert", "info", "demo")
+try:  # the rewrite SVG renderer (vizexport.graphs)
+    from .graphs import render_rewrites
+except ImportError:  # pragma: no cover
+    render_rewrites = None
+
+COMMANDS = ("convert", "info", "demo", "open")
 USAGE = """vizexport PROFILE.pkl [REWRITES.pkl] -o OUT.pftrace|OUT.pftrace.gz|OUT.json|OUT.json.gz
+       vizexport [PROFILE.pkl] [REWRITES.pkl] -o OUTDIR/     (static site; rewrites alone: SVG steps + manifest)
        vizexport info FILE... [--json]
+       vizexport open TRACE [--no-browser]
        vizexport demo -o OUTDIR"""
 
 
@@ -43,31 +55,50 @@ def parser() -> argparse.ArgumentParser:
     conv.add_argument("-o", "--output", type=Path, required=True, metavar="OUT",
                       help=f"output file; its name picks the format: {', '.join(FORMATS)}")
     conv.add_argument("--no-compress", action="store_true", help="no compressed_packets in .pftrace output")
+    rw = conv.add_argument_group("rewrite SVGs (folder output)")
+    rw.add_argument("--ctx", metavar="REGEX", help="only rewrite contexts whose name matches")
+    rw.add_argument("--rewrite", metavar="REGEX", help="only rewrites whose name matches")
+    rw.add_argument("--all-steps", action="store_true", help="render every match step (default: first and last "
+                    "state, and every step of rewrites with at most ~50 matches)")
+    rw.add_argument("--max-nodes", type=int, default=400, metavar="N", help="larger graphs show the neighbourhood "
+                    "of the change (default 400)")
+    rw.add_argument("--jobs", type=int, default=None, metavar="N", help="parallel dot processes (default: cores)")
     _common(conv)
     info = sub.add_parser("info", help="what a profile.pkl / rewrites.pkl holds: release, events, span, memory peaks")
     info.add_argument("files", nargs="+", type=Path, metavar="FILE")
     info.add_argument("--json", action="store_true", help="print a JSON list instead of text")
     _common(info)
+    op = sub.add_parser("open", help="open a trace in ui.perfetto.dev (served once from 127.0.0.1:9001)")
+    op.add_argument("trace", type=Path, metavar="TRACE")
+    op.add_argument("--no-browser", action="store_true", help="only print the link (e.g. on a remote machine)")
+    op.add_argument("--port", type=int, default=9001, help="9001 is the port the Perfetto UI allows (default)")
+    op.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
     demo = sub.add_parser("demo", help="run vizexport on its bundled sample (a tinygrad 0.14.0 NULL-device run)")
     demo.add_argument("-o", "--output", type=Path, required=True, metavar="OUTDIR")
     _common(demo)
     return p
 
 
-def load_inputs(paths: Sequence[Path], version: str | None) -> tuple[Profile, RewriteLog | None]:
-    """One profile and at most one rewrites trace, told apart by content."""
+def load_inputs(paths: Sequence[Path], version: str | None, need_profile: bool = True
+                ) -> tuple[Profile | None, RewriteLog | None]:
+    """At most one profile and at most one rewrites trace, told apart by content."""
     loaded = [load_any(p, version) for p in paths]
     profiles = [x for x in loaded if isinstance(x, Profile)]
     logs = [x for x in loaded if isinstance(x, RewriteLog)]
-    if len(profiles) != 1 or len(logs) > 1:
+    if len(profiles) > 1 or len(logs) > 1 or (need_profile and not profiles):
         kinds = ", ".join(f"{p} ({'profile' if isinstance(x, Profile) else 'rewrites'})" for p, x in zip(paths, loaded,
                                                                                                         strict=True))
         raise InputError(f"need one profile.pkl and at most one rewrites.pkl, got: {kinds}")
-    return profiles[0], logs[0] if logs else None
+    return profiles[0] if profiles else None, logs[0] if logs else None
+
+
+def is_folder(output: Path) -> bool:
+    return str(output).endswith(("/", os.sep)) or output.is_dir() or not output.suffix
 
 
 def convert(inputs: Sequence[Path], output: Path, version: str | None = None, compress: bool = True,
             quiet: bool = False) -> int:
+    """PROFILE [REWRITES] → one trace file."""
     if trace_format(output) is None:
         raise InputError(f"{output}: unknown output format (name it {', '.join('*' + f for f in FORMATS)})")
     t0 = time.perf_counter()
@@ -82,8 +113,32 @@ def convert(inputs: Sequence[Path], output: Path, version: str | None = None, co
     return 0
 
 
+def export_folder(inputs: Sequence[Path], outdir: Path, version: str | None = None, **render_opts: Any) -> Path:
+    """Profile and/or rewrites → a static site in `outdir` (trace, rewrite SVGs with manifest, index.html)."""
+    t0 = time.perf_counter()
+    with gc_paused():
+        prof, log = load_inputs(inputs, version, need_profile=False)
+        tl = build_timeline(prof, log) if prof is not None else None
+    render = functools.partial(render_rewrites, **render_opts) if log is not None and render_rewrites else None
+    index = build_site(outdir, prof, log, tl, render, rewrites_dir="rewrites" if prof is not None else ".")
+    print(f"wrote {index} in {time.perf_counter() - t0:.2f} s")
+    return index
+
+
 def cmd_convert(args: argparse.Namespace) -> int:
+    if is_folder(args.output):
+        opts = {"ctx": args.ctx, "rewrite": args.rewrite, "all_steps": args.all_steps, "max_nodes": args.max_nodes,
+                "jobs": args.jobs}
+        export_folder(args.inputs, args.output, args.tinygrad_version, **opts)
+        return 0
     return convert(args.inputs, args.output, args.tinygrad_version, not args.no_compress)
+
+
+def cmd_open(args: argparse.Namespace) -> int:
+    if not args.trace.is_file():
+        raise InputError(f"{args.trace}: no such trace file")
+    serve(args.trace, args.port, browser=not args.no_browser)
+    return 0
 
 
 def cmd_info(args: argparse.Namespace) -> int:
@@ -101,11 +156,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
     files = sample_files()
     summaries = [summarize(load_any(f, args.tinygrad_version)) for f in files]
     print("\n".join(map(as_text, summaries)))
-    convert(files, args.output / "trace.pftrace", args.tinygrad_version)
+    index = export_folder(files, args.output, args.tinygrad_version)
     convert(files, args.output / "trace.json.gz", args.tinygrad_version)
     with atomic_file(args.output / "info.json") as f:
         f.write(json.dumps(summaries, indent=1).encode())
-    print(f"wrote {args.output / 'info.json'}; open the trace at https://ui.perfetto.dev")
+    print(f"open {index} in a browser, or run: vizexport open {args.output / 'trace.pftrace'}")
     return 0
 
 
@@ -115,7 +170,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv.insert(0, "convert")
     args = parser().parse_args(argv)
     try:
-        return {"convert": cmd_convert, "info": cmd_info, "demo": cmd_demo}[args.command](args)
+        return {"convert": cmd_convert, "info": cmd_info, "demo": cmd_demo, "open": cmd_open}[args.command](args)
     except InputError as e:
         if args.debug:
             raise

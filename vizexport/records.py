@@ -186,6 +186,7 @@ class Rewrite:
 class Context:
     key: Key
     rewrites: list[Rewrite]
+    source: str | None = None  # generated kernel source, for codegen contexts
 
 
 @dataclass

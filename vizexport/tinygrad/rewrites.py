@@ -37,6 +37,8 @@ def rewrites_from(obj: Any, classes: set[str], path: str, tinygrad_version: str 
         release = with_override(rewrites_release(obj, classes, rw_fields, table.const_leaves()), tinygrad_version)
         table.name_ops(release)
         contexts = [_context(k, c, table) for k, c in zip(keys, ctxs, strict=False)]
+        for c in contexts:
+            c.source = _source(c, table.uops)
         return RewriteLog(path, release, contexts, table.uops)
     except InputError as e:
         raise InputError(f"{path}: {e}") from None
@@ -135,6 +137,28 @@ def _context(key: Any, rewrites: list, table: _UOpTable) -> Context:
                            [_match(m, table) for m in d.get("matches") or ()], int(d.get("depth") or 0),
                            bool(d.get("bottom_up")), bool(d.get("walk")), bool(d.get("enter_calls"))))
     return Context(_context_key(key), out)
+
+
+def _source(ctx: Context, uops: dict[int, UOpRec]) -> str | None:
+    """Generated source of a codegen context: the SOURCE node its rewrites produced (0.13+), or the ProgramSpec
+    carried as the context's TracingKey.ret (0.11/0.12)."""
+    ret = ctx.key.ret
+    if class_name(ret) == "ProgramSpec" and isinstance(ret.__dict__.get("src"), str):
+        return ret.__dict__["src"]
+    if len(ctx.key.keys) < 2:  # schedule contexts have one key; codegen ones (name, ast[, program key])
+        return None
+    todo = [r.sink for r in ctx.rewrites] + [m.after for r in ctx.rewrites for m in r.matches if m.after is not None]
+    seen: set[int] = set()
+    while todo:
+        i = todo.pop()
+        if i in seen or i not in uops:
+            continue
+        seen.add(i)
+        u = uops[i]
+        if u.op_name == "SOURCE" and isinstance(u.arg, str):
+            return u.arg
+        todo.extend(u.src)
+    return None
 
 
 def _context_key(key: Any) -> Key:

@@ -1,0 +1,90 @@
+// Loads every page of a built site in headless Chromium (playwright-core) and reports what a person would see:
+// console errors, failed requests, broken links, the step viewer's response to the arrow keys, the top-kernels
+// table, and the "Open in Perfetto" hand-off (ui.perfetto.dev is mocked by request routing: no network needed).
+// Usage: node check_site.cjs SITE_DIR SHOTS_DIR [HTTP_BASE_URL]   → prints one JSON object
+// (CommonJS so that NODE_PATH finds playwright-core where perfetto-check installed it)
+const { chromium } = require("playwright-core");
+const fs = require("node:fs");
+const path = require("node:path");
+const { pathToFileURL, fileURLToPath } = require("node:url");
+
+(async () => {
+
+const [site, shots, httpBase] = process.argv.slice(2);
+const pages = [];
+const walk = (d) => fs.readdirSync(d, { withFileTypes: true }).forEach((e) => {
+  const p = path.join(d, e.name);
+  if (e.isDirectory()) walk(p); else if (p.endsWith(".html")) pages.push(p);
+});
+walk(site);
+pages.sort();
+
+const browser = await chromium.launch({ executablePath: "/usr/bin/chromium", headless: true,
+  args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync"] });
+const context = await browser.newContext({ viewport: { width: 1400, height: 1000 } });
+const out = { pages: {}, brokenLinks: [], stepper: null, topKernels: [], perfetto: null };
+
+for (const file of pages) {
+  const page = await context.newPage();
+  const errors = [];
+  page.on("console", (m) => { if (m.type() === "error") errors.push(m.text()); });
+  page.on("pageerror", (e) => errors.push(String(e)));
+  page.on("requestfailed", (r) => errors.push(`failed ${r.url()}`));
+  const url = pathToFileURL(file).href;
+  await page.goto(url, { waitUntil: "load" });
+  await page.waitForLoadState("networkidle");
+  const links = await page.$$eval("a[href], img[src], link[href], script[src]", (els) =>
+    els.map((e) => e.getAttribute("href") ?? e.getAttribute("src")));
+  for (const l of links) {
+    if (!l || /^(https?:|mailto:|#)/.test(l)) continue;
+    const target = fileURLToPath(new URL(l.split("#")[0], url));
+    if (!fs.existsSync(target)) out.brokenLinks.push(`${path.relative(site, file)} -> ${l}`);
+  }
+  const rel = path.relative(site, file);
+  out.pages[rel] = { errors, title: await page.title() };
+  if (rel === "index.html") {
+    out.topKernels = await page.$$eval("#top-kernels tbody tr", (rows) =>
+      rows.map((r) => Array.from(r.cells).map((c) => c.textContent.trim())));
+    await page.screenshot({ path: path.join(shots, "index.png"), fullPage: true });
+    await page.click("#open-perfetto");
+    out.fileHelpShown = await page.isVisible("#perfetto-help");
+  }
+  if (!out.stepper && (await page.$("#steps"))) {
+    const steps = JSON.parse(await page.textContent("#steps"));
+    const longest = steps.reduce((a, b) => (b.steps.length > a.steps.length ? b : a));
+    if (longest.steps.length > 2) {
+      await page.click(`[data-rewrite="${longest.index}"]`);
+      const seen = [await page.textContent("#position")];
+      await page.keyboard.press("ArrowRight");
+      seen.push(await page.textContent("#position"));
+      await page.keyboard.press("ArrowRight");
+      seen.push(await page.textContent("#position"));
+      await page.keyboard.press("ArrowLeft");
+      seen.push(await page.textContent("#position"));
+      const img = await page.$eval("#svg", (i) => ({ src: i.getAttribute("src"), ok: i.complete && i.naturalWidth > 0,
+                                                       hidden: i.hidden }));
+      out.stepper = { page: rel, rewrite: longest.index, steps: longest.steps.length, positions: seen, img };
+      await page.screenshot({ path: path.join(shots, "steps.png"), fullPage: false });
+    }
+  }
+  if (rel.startsWith("kernel/") && !fs.existsSync(path.join(shots, "kernel.png")))
+    await page.screenshot({ path: path.join(shots, "kernel.png"), fullPage: true });
+  await page.close();
+}
+
+if (httpBase) {  // the postMessage hand-off, served over http like a CI artifact host
+  await context.route("https://ui.perfetto.dev/**", (route) => route.fulfill({ contentType: "text/html", body:
+    `<script>window.addEventListener("message", (e) => {
+       if (e.data === "PING") e.source.postMessage("PONG", "*");
+       else if (e.data && e.data.perfetto) document.title = "got " + e.data.perfetto.buffer.byteLength + " " + e.data.perfetto.title;
+     });</script>` }));
+  const page = await context.newPage();
+  await page.goto(httpBase + "/index.html");
+  const [popup] = await Promise.all([page.waitForEvent("popup"), page.click("#open-perfetto")]);
+  await popup.waitForFunction(() => document.title.startsWith("got "), null, { timeout: 15000 });
+  out.perfetto = await popup.title();
+}
+await browser.close();
+console.log(JSON.stringify(out));
+})().catch((e) => { console.error(e); process.exit(1); });
