@@ -9,6 +9,9 @@ schema) is the reference: the tests parse every output with it.
 """
 from __future__ import annotations
 
+import io
+import multiprocessing as mp
+import os
 import struct
 import zlib
 from typing import BinaryIO
@@ -20,6 +23,8 @@ CLOCK_INCREMENTAL, CLOCK_BOOTTIME = 64, 6
 SEQ_CLEARED, SEQ_NEEDS = 1, 2
 SLICE_BEGIN, SLICE_END, INSTANT, COUNTER = 1, 2, 3, 4
 CHUNK = 480 * 1024  # raw bytes per compressed_packets wrapper (the wrapper must stay under 512 KB)
+SEGMENT = 200_000  # events per sequence of a big track (the unit of parallel encoding)
+PARALLEL_MIN = 300_000  # events below which forking workers costs more than it saves
 
 
 def varint(n: int) -> bytes:
@@ -67,22 +72,22 @@ def descriptor(t: Track, has_children: bool) -> bytes:
 class _Sequence:
     """Encoder state of one packet sequence: incremental clock and interning tables."""
 
-    def __init__(self, seq_id: int, track: Track, strings: list[str]) -> None:
-        self.seq = vfield(10, seq_id)
+    def __init__(self, seq_id: int, track: Track, strings: list[str], start: int = 0) -> None:
+        self.seq_id, self.seq = seq_id, vfield(10, seq_id)
         self.needs = self.seq + vfield(13, SEQ_NEEDS)  # tail of packets that define or use interned data
         self.track, self.strings = track, strings
-        self.last_ts = track.ts[0] if len(track) else 0
+        self.last_ts = track.ts[start] if len(track) > start else 0
         self.names: dict[int, int] = {}  # Timeline string id → event name iid
         self.arg_names: dict[str, int] = {}
         self.values: dict[str, int] = {}
         self.new_interned = bytearray()
 
-    def header(self, seq_id: int) -> bytes:
+    def header(self) -> bytes:
         clocks = field(1, vfield(1, CLOCK_BOOTTIME) + vfield(2, self.last_ts)) + \
             field(1, vfield(1, CLOCK_INCREMENTAL) + vfield(2, self.last_ts) + vfield(3, 1))
         defaults = vfield(58, CLOCK_INCREMENTAL) + field(11, vfield(11, self.track.uuid))
         pkt = vfield(8, self.last_ts) + vfield(58, CLOCK_BOOTTIME) + field(6, clocks) + field(59, defaults) + \
-            vfield(10, seq_id) + vfield(13, SEQ_CLEARED | SEQ_NEEDS)
+            self.seq + vfield(13, SEQ_CLEARED | SEQ_NEEDS)
         return field(1, pkt)
 
     def name_iid(self, sid: int) -> int:
@@ -153,7 +158,7 @@ class _Sink:
             self.buf.clear()
 
 
-def _slices(seq: _Sequence, t: Track, sink: _Sink) -> None:
+def _slices(seq: _Sequence, t: Track, sink: _Sink, start: int, end: int) -> None:
     """BEGIN/END pairs (INSTANT for dur -1) in time order; nesting is already proper on the track.
 
     The hot loop of the writer, so the common packets are assembled inline from cached varints.
@@ -163,7 +168,7 @@ def _slices(seq: _Sequence, t: Track, sink: _Sink) -> None:
     needs = seq.needs
     ts, dur, names, args, fout, fin = t.ts, t.dur, t.names, t.args, t.flows_out, t.flows_in
     iids, last = seq.names, seq.last_ts
-    for i in range(len(ts)):
+    for i in range(start, end):
         st = ts[i]
         while stack and stack[-1] <= st:
             e = stack.pop()
@@ -200,25 +205,82 @@ def _slices(seq: _Sequence, t: Track, sink: _Sink) -> None:
     seq.last_ts = last
 
 
-def _counters(seq: _Sequence, t: Track, sink: _Sink) -> None:
+def _counters(seq: _Sequence, t: Track, sink: _Sink, start: int, end: int) -> None:
     head = vfield(9, COUNTER)
-    for ts, v in zip(t.ts, t.values, strict=True):
-        sink.buf += seq.packet(ts, head + vfield(30, v), False)
+    for i in range(start, end):
+        sink.buf += seq.packet(t.ts[i], head + vfield(30, t.values[i]), False)
         if len(sink.buf) >= CHUNK:
             sink.flush()
 
 
-def write(tl: Timeline, out: BinaryIO, compress: bool = True) -> int:
-    """Stream the trace to `out`: descriptors first, then one sequence per track. Returns the bytes written."""
+def segments(t: Track, size: int = SEGMENT) -> Iterator[tuple[int, int]]:
+    """Split a track's events where nothing is open (every earlier slice has ended), about `size` events apart.
+
+    Each segment becomes its own packet sequence, so big tracks can be encoded in parallel.
+    """
+    start, n = 0, len(t)
+    if t.kind == "slice" and n > size:
+        ts, dur, open_until = t.ts, t.dur, 0
+        for i in range(n):
+            if i - start >= size and ts[i] >= open_until:
+                yield start, i
+                start = i
+            if ts[i] + dur[i] > open_until:
+                open_until = ts[i] + dur[i]
+    if n > start:
+        yield start, n
+
+
+def _encode(tl: Timeline, job: tuple[int, int, int, int], compress: bool) -> bytes:
+    """One segment of one track as its own sequence: framed (or compressed_packets) bytes."""
+    track_index, start, end, seq_id = job
+    t = tl.tracks[track_index]
+    buf = io.BytesIO()
+    sink = _Sink(buf, compress)
+    seq = _Sequence(seq_id, t, tl.strings, start)
+    sink.buf += seq.header()
+    (_counters if t.kind == "counter" else _slices)(seq, t, sink, start, end)
+    sink.flush()
+    return buf.getvalue()
+
+
+_shared: tuple[Timeline, bool] | None = None  # what forked workers encode from (inherited, not pickled)
+
+
+def _encode_shared(job: tuple[int, int, int, int]) -> bytes:
+    assert _shared is not None
+    return _encode(_shared[0], job, _shared[1])
+
+
+def write(tl: Timeline, out: BinaryIO, compress: bool = True, jobs: int | None = None) -> int:
+    """Stream the trace to `out`: descriptors first, then one sequence per track segment. Returns bytes written.
+
+    With more than one job (default: the number of cores) and a big timeline, segments are encoded in forked
+    worker processes; the output is the same bytes either way.
+    """
+    global _shared
     sink = _Sink(out, compress)
     tracks = tl.walk()
     parents = {t.parent for t in tracks}
     for t in tracks:
         sink.buf += descriptor(t, t.uuid in parents)
-    for t in tracks:
-        if len(t):
-            seq = _Sequence(t.uuid + 1, t, tl.strings)
-            sink.buf += seq.header(t.uuid + 1)
-            (_counters if t.kind == "counter" else _slices)(seq, t, sink)
     sink.flush()
+    index = {id(t): i for i, t in enumerate(tl.tracks)}
+    work = [(index[id(t)], a, b) for t in tracks for a, b in segments(t)]
+    work = [(i, a, b, 2 + n) for n, (i, a, b) in enumerate(work)]  # sequence 1 holds the descriptors
+    jobs = jobs or os.cpu_count() or 1
+    if jobs > 1 and tl.n_events() >= PARALLEL_MIN and "fork" in mp.get_all_start_methods():
+        _shared = (tl, compress)
+        try:
+            with mp.get_context("fork").Pool(min(jobs, len(work))) as pool:
+                for data in pool.imap(_encode_shared, work):
+                    out.write(data)
+                    sink.written += len(data)
+        finally:
+            _shared = None
+    else:
+        for job in work:
+            data = _encode(tl, job, compress)
+            out.write(data)
+            sink.written += len(data)
     return sink.written

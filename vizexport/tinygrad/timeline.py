@@ -49,7 +49,6 @@ class _Builder:
         self.est = Estimates(rewrites) if rewrites is not None else None
         self.placed: dict[int, tuple[Track, int]] = {}  # span index → (track, event index)
         self.next_flow = 1
-        self.host_args: dict[int, tuple[str, dict]] = {}
 
     def build(self) -> Timeline:
         spans_by_dev: dict[str, list[int]] = defaultdict(list)
@@ -78,35 +77,48 @@ class _Builder:
 
     # --- slices -------------------------------------------------------------------------------------------------
     def _slices(self, group: Track, dev: str, idx: list[int], execs: list | None) -> None:
-        """Spans of one device string on as few same-named lanes as keep every lane properly nested."""
-        spans = self.p.spans
-        key = {i: (spans[i].st, -(spans[i].en if spans[i].en is not None else spans[i].st)) for i in idx}
+        """Spans of one device string on as few same-named lanes as keep every lane properly nested.
+
+        Written for speed (host tracks hold most of a profile's events): lane 0 is tried inline, and a host
+        span's name id and args are computed once per shared Key.
+        """
+        spans, placed, intern, host = self.p.spans, self.placed, self.tl.intern, dev in HOST
         lanes: list[tuple[Track, list[int]]] = []
-        intern, placed = self.tl.intern, self.placed
-        for i in sorted(idx, key=key.__getitem__):
+        cache: dict[int, tuple[int, dict]] = {}
+        order = sorted(idx, key=lambda i: (spans[i].st, -(spans[i].en or spans[i].st)))
+        for i in order:
             s = spans[i]
-            en = s.st if s.en is None or s.en <= s.st else s.en
-            lane = next((lane for lane in lanes if _fits(lane[1], s.st, en)), None)
-            if lane is None:
-                lane = (self.tl.add_track(dev, group, "slice"), [])
-                lanes.append(lane)
-            track, stack = lane
+            st = s.st
+            en = st if s.en is None or s.en <= st else s.en
+            if lanes and _fits(lanes[0][1], st, en):
+                track, stack = lanes[0]
+            else:
+                track, stack = next((lane for lane in lanes[1:] if _fits(lane[1], st, en)), None) or \
+                    self._new_lane(lanes, dev, group)
             stack.append(en)
-            placed[i] = (track, len(track.ts))
-            track.ts.append(s.st)
-            track.dur.append(en - s.st if en > s.st else -1)
-            name, args = self._name_args(s, execs)
-            track.names.append(intern(name))
+            if s.graph >= 0:
+                placed[i] = (track, len(track.ts))
+            if host:
+                sid_args = cache.get(id(s.key))
+                if sid_args is None:
+                    name, args = self._name_args(s, execs)
+                    sid_args = cache[id(s.key)] = (intern(name), args)
+                sid, args = sid_args
+            else:
+                name, args = self._name_args(s, execs)
+                sid = intern(name)
             if args:
-                track.args[len(track.ts) - 1] = args
+                track.args[len(track.ts)] = args
+            track.ts.append(st)
+            track.dur.append(en - st if en > st else -1)
+            track.names.append(sid)
+
+    def _new_lane(self, lanes: list, dev: str, group: Track) -> tuple[Track, list[int]]:
+        lanes.append((self.tl.add_track(dev, group, "slice"), []))
+        return lanes[-1]
 
     def _name_args(self, s: Span, execs: list | None) -> tuple[str, dict]:
-        if s.device in HOST:  # host spans' names and args depend on the Key alone, and Keys are shared
-            cached = self.host_args.get(id(s.key))
-            if cached is None:
-                cached = self.host_args[id(s.key)] = self._key_args(s.key)
-            return cached
-        return self._device_name_args(s, execs)
+        return self._key_args(s.key) if s.device in HOST else self._device_name_args(s, execs)
 
     def _key_args(self, k: Any) -> tuple[str, dict]:
         args = {}
