@@ -14,6 +14,7 @@ import multiprocessing as mp
 import os
 import struct
 import zlib
+from collections.abc import Iterator
 from typing import BinaryIO
 
 from ..timeline import Timeline, Track
@@ -90,26 +91,22 @@ class _Sequence:
             self.seq + vfield(13, SEQ_CLEARED | SEQ_NEEDS)
         return field(1, pkt)
 
-    def name_iid(self, sid: int) -> int:
-        iid = self.names.get(sid)
+    def _iid(self, table: dict, key: object, field_no: int, text: str) -> int:
+        """The iid of `key` in an interning table, defining it (InternedData field `field_no`) on first use."""
+        iid = table.get(key)
         if iid is None:
-            iid = self.names[sid] = len(self.names) + 1
-            self.new_interned += field(2, vfield(1, iid) + sfield(2, self.strings[sid]))
+            iid = table[key] = len(table) + 1
+            self.new_interned += field(field_no, vfield(1, iid) + sfield(2, text))
         return iid
+
+    def name_iid(self, sid: int) -> int:
+        return self._iid(self.names, sid, 2, self.strings[sid])  # event_names
 
     def arg_iid(self, name: str) -> int:
-        iid = self.arg_names.get(name)
-        if iid is None:
-            iid = self.arg_names[name] = len(self.arg_names) + 1
-            self.new_interned += field(3, vfield(1, iid) + sfield(2, name))
-        return iid
+        return self._iid(self.arg_names, name, 3, name)  # debug_annotation_names
 
     def value_iid(self, s: str) -> int:
-        iid = self.values.get(s)
-        if iid is None:
-            iid = self.values[s] = len(self.values) + 1
-            self.new_interned += field(29, vfield(1, iid) + sfield(2, s))
-        return iid
+        return self._iid(self.values, s, 29, s)  # debug_annotation_string_values
 
     def annotation(self, name: str | None, v: object) -> bytes:
         out = vfield(1, self.arg_iid(name)) if name is not None else b""
