@@ -7,6 +7,7 @@ import json
 import os
 import sys
 import time
+import warnings
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
@@ -164,7 +165,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _warning_line(message: Warning | str, category: type, *_: object, **__: object) -> str:
+    return f"vizexport: warning: {message}\n"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    warnings.formatwarning = _warning_line  # e.g. a corrupt SQTT blob: one line, decoding goes on
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] not in COMMANDS and argv[0] not in ("-h", "--help", "--version"):
         argv.insert(0, "convert")

@@ -5,6 +5,7 @@ from collections import defaultdict
 from typing import Any
 
 from .records import Alloc, Profile, RewriteLog
+from .sqtt import launch_counters, pmc_text
 
 
 def memory_peaks(p: Profile) -> dict[str, int]:
@@ -51,10 +52,12 @@ def release_info(r: Any) -> dict:
 
 def summarize(x: Profile | RewriteLog) -> dict:
     if isinstance(x, Profile):
-        return {"file": x.path, "kind": "profile", "tinygrad": release_info(x.release), "n_events": x.n_events,
-                "events": event_counts(x), "span_ns": time_span(x),
-                "memory_peak": dict(sorted(memory_peaks(x).items())),
-                "unknown_classes": x.unknown}
+        out = {"file": x.path, "kind": "profile", "tinygrad": release_info(x.release), "n_events": x.n_events,
+               "events": event_counts(x), "span_ns": time_span(x),
+               "memory_peak": dict(sorted(memory_peaks(x).items())), "unknown_classes": x.unknown}
+        if any(c.kind == "pmc" for c in x.captures):
+            out["pmc"] = launch_counters(x)
+        return out
     rws = [r for c in x.contexts for r in c.rewrites]
     return {"file": x.path, "kind": "rewrites", "tinygrad": release_info(x.release), "contexts": len(x.contexts),
             "rewrites": len(rws), "matches": sum(m.after is not None for r in rws for m in r.matches),
@@ -82,6 +85,8 @@ def as_text(s: dict) -> str:
         peak = s["memory_peak"].get(dev)
         extra = f"   (memory peak {_bytes(peak)})" if peak is not None else ""
         lines.append(f"  {dev:20s} " + ", ".join(f"{k} {n}" for k, n in kinds.items()) + extra)
+    if s.get("pmc"):
+        lines.append(pmc_text(s["pmc"]))
     if s["unknown_classes"]:
         lines.append("  not read: " + ", ".join(f"{k} ×{n}" for k, n in s["unknown_classes"].items()))
     return "\n".join(lines)

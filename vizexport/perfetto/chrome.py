@@ -29,8 +29,8 @@ def _events(tl: Timeline) -> Iterator[str]:
         if not t.parent:
             yield dumps({"ph": "M", "pid": pid, "name": "process_name", "args": {"name": t.name}})
             yield dumps({"ph": "M", "pid": pid, "name": "process_sort_index", "args": {"sort_index": order}})
-        if t.kind == "counter":  # the trace processor names a C track "<name> <arg key>": split ours that way
-            name, key = dumps(t.name.rsplit(" ", 1)[0]), dumps(t.name.rsplit(" ", 1)[-1])
+        if t.kind == "counter":  # the trace processor names a C track "<name> <arg key>"
+            name, key = _counter_name(tl, t)
             for ts, v in zip(t.ts, t.values, strict=True):
                 yield f'{{"ph":"C","pid":{pid},"name":{name},"ts":{_us(ts)},"args":{{{key}:{v}}}}}'
             continue
@@ -40,6 +40,14 @@ def _events(tl: Timeline) -> Iterator[str]:
         yield dumps({"ph": "M", "pid": pid, "tid": tid, "name": "thread_name", "args": {"name": t.name}})
         yield dumps({"ph": "M", "pid": pid, "tid": tid, "name": "thread_sort_index", "args": {"sort_index": order}})
         yield from _slices(tl, t, pid, tid)
+
+
+def _counter_name(tl: Timeline, t: Track) -> tuple[str, str]:
+    """(C event name, arg key) so that the trace processor's "<name> <key>" is unique per track: a root's direct
+    counter keeps its own name ("NULL" + "Memory"); deeper ones are qualified by their path below the root."""
+    path = [x.name for x in tl.path(t)[1:-1]]
+    name, key = (" / ".join(path), t.name) if path else (t.name.rsplit(" ", 1)[0], t.name.rsplit(" ", 1)[-1])
+    return json.dumps(name), json.dumps(key)
 
 
 def _slices(tl: Timeline, t: Track, pid: int, tid: int) -> Iterator[str]:

@@ -11,6 +11,7 @@ from collections import defaultdict
 from typing import Any
 
 from ..records import Alloc, Exec, Marker, Profile, RewriteLog, Span
+from ..sqtt import add_sqtt_tracks, load_launches, pmc_span_args
 from ..timeline import Timeline, Track
 from .estimates import Estimates
 
@@ -49,6 +50,7 @@ class _Builder:
         self.est = Estimates(rewrites) if rewrites is not None else None
         self.placed: dict[int, tuple[Track, int]] = {}  # span index → (track, event index)
         self.next_flow = 1
+        self.pmc: dict[int, dict] = {}
 
     def build(self) -> Timeline:
         spans_by_dev: dict[str, list[int]] = defaultdict(list)
@@ -59,6 +61,8 @@ class _Builder:
         roots = {device_root(d) for d in spans_by_dev} | {device_root(d) for d in mem_devs}
         order = [r for r in HOST if r in roots] + sorted(roots - set(HOST), key=natural)
         execs = self._execs_by_device()
+        launches = load_launches(self.p) if self.p.captures else []  # AMD SQTT/PMC captures per kernel launch
+        self.pmc = pmc_span_args(self.p, launches) if launches else {}
         for root in order:
             group = self.tl.add_track(root, None, "group")
             devs = sorted((d for d in spans_by_dev if device_root(d) == root), key=natural)
@@ -71,6 +75,9 @@ class _Builder:
             for d in mem_devs:
                 if device_root(d) == root:
                     self._memory(group, d)
+            mine = [la for la in launches if device_root(la.device) == root]
+            if mine:
+                add_sqtt_tracks(self.tl, group, self.p, mine)
         self._flows()
         self._markers()
         return self.tl
@@ -107,6 +114,8 @@ class _Builder:
             else:
                 name, args = self._name_args(s, execs)
                 sid = intern(name)
+                if i in self.pmc:
+                    args = {**args, **self.pmc[i]}
             if args:
                 track.args[len(track.ts)] = args
             track.ts.append(st)
