@@ -127,3 +127,19 @@ def test_open_serves_trace_once(tmp_path: Path, demo_site: Path):
         assert proc.wait(timeout=10) == 0  # served once, then exits
     finally:
         proc.kill()
+
+
+def test_site_sqtt_and_pmc_tables(tmp_path: Path):
+    """An AMD capture's site lists its launch with the §13 wave/issue figures and the PMC table; the kernel table
+    holds device work only (not SQTT wave slices)."""
+    from .conftest import FIXTURES
+    f = FIXTURES / "sqtt" / "gfx1200" / "profile_gemm_run_0.pkl"
+    if not f.exists():
+        pytest.skip("sqtt fixtures not present")
+    assert run_cli(f, "-o", tmp_path / "site/").returncode == 0
+    html = (tmp_path / "site" / "index.html").read_text()
+    row = html.split('<section id="sqtt">')[1].split("</tr>")[1]
+    assert [c.split(">")[-1] for c in row.split("</td>")[:6]] == ["r_32_32_16_2 n1", "AMD", "4", "1024", "16", "960"]
+    assert "SQC_LDS_BANK_CONFLICT" in html and "VALU utilization" in html
+    kernels = html.split('id="top-kernels"')[1].split("</table>")[0]
+    assert kernels.count("<tr>") == 4 and "wave" not in kernels  # header + 3 device rows

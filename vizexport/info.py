@@ -5,7 +5,7 @@ from collections import defaultdict
 from typing import Any
 
 from .records import Alloc, Profile, RewriteLog
-from .sqtt import launch_counters, pmc_text
+from .sqtt import launch_counters, load_launches, pmc_text
 
 
 def memory_peaks(p: Profile) -> dict[str, int]:
@@ -55,13 +55,27 @@ def summarize(x: Profile | RewriteLog) -> dict:
         out = {"file": x.path, "kind": "profile", "tinygrad": release_info(x.release), "n_events": x.n_events,
                "events": event_counts(x), "span_ns": time_span(x),
                "memory_peak": dict(sorted(memory_peaks(x).items())), "unknown_classes": x.unknown}
-        if any(c.kind == "pmc" for c in x.captures):
-            out["pmc"] = launch_counters(x)
+        if x.captures:
+            launches = load_launches(x, disasm=False)
+            out["pmc"] = launch_counters(x, launches)
+            out["sqtt"] = sqtt_summary(launches)
         return out
     rws = [r for c in x.contexts for r in c.rewrites]
     return {"file": x.path, "kind": "rewrites", "tinygrad": release_info(x.release), "contexts": len(x.contexts),
             "rewrites": len(rws), "matches": sum(m.after is not None for r in rws for m in r.matches),
             "match_records": sum(len(r.matches) for r in rws), "uops": len(x.uops)}
+
+
+def sqtt_summary(launches: list) -> list[dict]:
+    """Per launch with SQTT blobs: how many shader engines, waves, traced waves and instruction issues."""
+    rows = []
+    for la in launches:
+        waves = [w for b in la.blobs for w in b.waves]
+        if la.blobs:
+            rows.append({"device": la.device, "kernel": la.name, "run": la.run, "blobs": len(la.blobs),
+                         "waves": len(waves), "traced_waves": sum(w.traced for w in waves),
+                         "issues": sum(len(w.issues) for w in waves)})
+    return rows
 
 
 def _bytes(n: int) -> str:
@@ -85,6 +99,9 @@ def as_text(s: dict) -> str:
         peak = s["memory_peak"].get(dev)
         extra = f"   (memory peak {_bytes(peak)})" if peak is not None else ""
         lines.append(f"  {dev:20s} " + ", ".join(f"{k} {n}" for k, n in kinds.items()) + extra)
+    for r in s.get("sqtt", []):
+        lines.append(f"SQTT {r['kernel']} n{r['run']} ({r['device']}): {r['blobs']} blobs, {r['waves']} waves, "
+                     f"{r['traced_waves']} traced, {r['issues']} instruction issues")
     if s.get("pmc"):
         lines.append(pmc_text(s["pmc"]))
     if s["unknown_classes"]:

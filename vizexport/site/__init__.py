@@ -99,7 +99,7 @@ def build_site(outdir: Path, profile: Profile | None = None, rewrites: RewriteLo
           devices=sorted({k.device for k in kernels}) or list(summary["events"]) if summary else [],
           span=_duration(summary["span_ns"][1] - summary["span_ns"][0]) if summary and summary["span_ns"] else "-",
           n_trace_events=timeline.n_events() if timeline else 0, trace=TRACE if timeline else None,
-          contexts=contexts, pmc=[], **common)
+          contexts=contexts, pmc=(summary or {}).get("pmc", []), sqtt=(summary or {}).get("sqtt", []), **common)
     return index
 
 

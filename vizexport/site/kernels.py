@@ -31,14 +31,14 @@ class Kernel:
 
 
 def device_tracks(tl: Timeline) -> list[tuple[str, Track]]:
-    """(root name, track) of every device queue / engine slice track (not host, Graph, Memory or Markers)."""
+    """(root name, track) of every device queue / engine slice track: the slice tracks right under a device root
+    (not host roots, Graph, Memory or Markers, nor the deeper SQTT tracks)."""
     out = []
     for t in tl.tracks:
-        if t.kind != "slice" or not t.parent or t.name.endswith(" Graph"):
-            continue
-        root = tl.path(t)[0].name
-        if root not in ("TINY", "USER", "GC"):
-            out.append((root, t))
+        path = tl.path(t)
+        if t.kind == "slice" and len(path) == 2 and not t.name.endswith(" Graph") and \
+                path[0].name not in ("TINY", "USER", "GC"):
+            out.append((path[0].name, t))
     return out
 
 
