@@ -79,7 +79,7 @@ def build_site(outdir: Path, profile: Profile | None = None, rewrites: RewriteLo
     env, common = _env(), {"version": __version__, "pygments_css": HtmlFormatter(cssclass="hl").get_style_defs()}
     kernels: list[Kernel] = top_kernels(timeline) if timeline is not None else []
     manifest = render(rewrites, outdir / rewrites_dir) if rewrites and render else None
-    contexts = _contexts(rewrites, manifest, f"../{rewrites_dir}/".replace("/./", "/"))
+    contexts = _contexts(rewrites, manifest, outdir / rewrites_dir, f"../{rewrites_dir}/".replace("/./", "/"))
     _link(kernels, contexts, rewrites)
     title = Path(profile.path if profile else rewrites.path if rewrites else "vizexport").parent.name or "vizexport"
     t0 = min((t.ts[0] for t in timeline.tracks if len(t)), default=0) if timeline else 0
@@ -108,7 +108,17 @@ def _page(env: jinja2.Environment, path: Path, template: str, depth: int, **ctx:
     path.write_text(env.get_template(template).render(root="../" * depth, **ctx))
 
 
-def _contexts(log: RewriteLog | None, manifest: dict | None, svg_root: str) -> list[dict]:
+def _step(s: dict, files: Path, svg_root: str) -> dict:
+    """A manifest step as the step viewer shows it (the diff text inlined: it is small)."""
+    p = s.get("pattern")
+    diff = files / s["diff"] if s.get("diff") else None
+    return {"loc": [p.get("short") or p["file"], p["line"]] if p else None, "seconds": s.get("seconds"),
+            "changed": s.get("created"), "error": s.get("error"), "svg": svg_root + s["svg"] if s.get("svg") else None,
+            "diff": diff.read_text() if diff and diff.exists() else None,
+            "note": "large graph: the neighbourhood of the change is drawn" if s.get("capped") else s.get("note")}
+
+
+def _contexts(log: RewriteLog | None, manifest: dict | None, files: Path, svg_root: str) -> list[dict]:
     """One entry per rewrite context: page path, rewrites with their steps (SVG paths relative to the page)."""
     if log is None:
         return []
@@ -119,8 +129,7 @@ def _contexts(log: RewriteLog | None, manifest: dict | None, svg_root: str) -> l
         rewrites = []
         for i, r in enumerate(c.rewrites):
             mr = next((x for x in m.get("rewrites", []) if x["index"] == i), {})
-            steps = [{**{k: s.get(k) for k in ("loc", "seconds", "changed", "diff", "error", "note")},
-                      "svg": svg_root + s["svg"] if s.get("svg") else None} for s in mr.get("steps", [])]
+            steps = [_step(s, files, svg_root) for s in mr.get("steps", [])]
             rewrites.append({"index": i, "name": r.name, "depth": r.depth, "matches": len(r.matches),
                              "steps": steps or [{"note": "no steps rendered"}]})
         out.append({"index": n, "name": c.key.name, "page": f"ctx/{slug(c.key.name, n)}.html", "rewrites": rewrites,
