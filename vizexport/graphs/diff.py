@@ -1,0 +1,47 @@
+"""A small UOp pretty-printer and the unified diff of a match (the matched subgraph vs its replacement).
+
+Each line is one node, indented under its user: `OP dtype arg`; a node printed before is shown as `^<k>` (a back
+reference to the line that printed it), so shared subgraphs print once. Output is capped in lines.
+"""
+from __future__ import annotations
+
+import difflib
+
+from .args import ArgText
+from .replay import Nodes
+
+MAX_LINES = 80
+
+
+def pretty(nodes: Nodes, root: int, text: ArgText, max_lines: int = MAX_LINES) -> list[str]:
+    """Lines describing the graph under `root`, sources indented below their user."""
+    lines: list[str] = []
+    printed: dict[int, int] = {}
+    stack = [(root, 0, "")]
+    while stack:
+        n, depth, port = stack.pop()
+        pad = "  " * depth + port
+        if n in printed:
+            lines.append(f"{pad}^{printed[n]}")
+            continue
+        if len(lines) >= max_lines:
+            lines.append(f"{pad}… (more not shown)")
+            break
+        printed[n] = len(lines)
+        parts = [nodes.op[n]]
+        if nodes.dtype[n] != "void":
+            parts.append(nodes.dtype[n])
+        if nodes.arg[n] is not None:
+            parts.append(text.short(nodes.arg[n]).replace("\n", " ")[:80])
+        if nodes.tag[n] is not None:
+            parts.append(f"tag={text.short(nodes.tag[n], 1)}")
+        lines.append(f"{pad}{' '.join(parts)}")
+        srcs = nodes.src[n]
+        stack.extend((s, depth + 1, f"{i}: " if len(srcs) > 1 else "") for i, s in reversed(list(enumerate(srcs))))
+    return lines
+
+
+def match_diff(nodes: Nodes, before: int, after: int, text: ArgText) -> list[str]:
+    """Unified diff of the matched node's subgraph and its replacement's (without trailing newlines)."""
+    return list(difflib.unified_diff(pretty(nodes, before, text), pretty(nodes, after, text), "before", "after",
+                                     lineterm=""))

@@ -1,0 +1,262 @@
+"""One replayed step → deterministic Graphviz DOT text.
+
+One box per UOp: op name, shortened argument, dtype, and the constants it uses folded in as "CONST<i> <value>"
+lines (as tinygrad's viewer does); filled by op family. Nodes the match created are drawn thick and carry the SVG
+class "created"; other new nodes (users rebuilt around the replacement) are dashed, class "rebuilt"; the node the
+match replaced appears as a grey dashed "replaced" box pointing at its replacement. Edges run from a source to its
+user and are labelled with the source's position when the user has several. Graphs above `max_nodes` show the
+neighbourhood of the change with a note saying so.
+
+Node ids are "n<k>", k counting the drawn nodes in toposort order, so the same graph always gives the same text.
+"""
+from __future__ import annotations
+
+import re
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from ..records import RewriteLog
+from .args import ArgText
+from .replay import ERROR_OP, Nodes, Step
+
+HIGHLIGHT = "#d6336c"
+FOLDED = frozenset({"CONST"})
+BROADCAST = frozenset({"RESHAPE", "EXPAND"})
+_FAMILIES: dict[str, tuple[str, ...]] = {
+    "#ffffc0": ("ADD", "SUB", "MUL", "FDIV", "IDIV", "CDIV", "FLOORDIV", "FLOORMOD", "MOD", "CMOD", "MAX", "MIN",
+                "NEG", "EXP2", "LOG2", "SIN", "SQRT", "RECIPROCAL", "TRUNC", "POW", "CMPLT", "CMPNE", "CMPEQ", "XOR",
+                "OR", "AND", "SHL", "SHR", "WHERE", "MULACC", "THREEFRY", "CAST", "BITCAST", "GEP", "VECTORIZE"),
+    "#D8F9E4": ("RESHAPE", "PERMUTE", "EXPAND", "PAD", "SHRINK", "FLIP", "VIEW", "STACK", "UNROLL", "CONTRACT",
+                "MSTACK", "MSELECT"),
+    "#e0e0e0": ("CONST", "VCONST", "DEFINE_VAR", "BIND", "UNIQUE", "LUNIQUE", "DEVICE"),
+    "#ffc0c0": ("LOAD",),
+    "#87CEEB": ("STORE", "ASSIGN"),
+    "#CEF9B7": ("INDEX", "GETADDR"),
+    "#B0BDFF": ("BUFFER", "PARAM", "DEFINE_GLOBAL", "DEFINE_LOCAL", "DEFINE_REG", "DEFINE_ACC", "BUFFER_VIEW",
+                "BUFFERIZE", "STAGE"),
+    "#c8a0e0": ("RANGE", "END", "ENDRANGE", "SPECIAL", "IF", "ENDIF", "BARRIER", "AFTER", "GROUP", "BLOCK",
+                "BLOCKSTART", "BLOCKEND", "BLOCKFORK", "BLOCKFINAL"),
+    "#FF8A8A": ("REDUCE", "REDUCE_AXIS", "ALLREDUCE", "WMMA"),
+    "#7fd6df": ("CALL", "FUNCTION", "KERNEL", "CUSTOM_FUNCTION", "LINEAR", "INS", "CUSTOM", "CUSTOMI"),
+    "#d0d0d0": ("PROGRAM", "SOURCE", "BINARY", "NAME"),
+    "#e0a0e0": ("COPY", "CONTIGUOUS", "CONTIGUOUS_BACKWARD", "DETACH", "UNSHARD"),
+    "#ffffff": ("SINK", "NOOP"),
+}
+COLORS = {op: color for color, ops in _FAMILIES.items() for op in ops}
+DARK = {ERROR_OP: "#1a1b26"}
+# layout effort bounded (crossing minimisation, network simplex) and straight edges: tinygrad's kernel graphs have
+# long edges (ranges, buffers used all over), which Graphviz's defaults can take minutes to route
+HEADER = ('digraph step {\n'
+          'graph [rankdir=TB, fontname="Helvetica", fontsize=11, nodesep=0.15, ranksep=0.3, splines=line, '
+          'mclimit=0.02, nslimit=0.3, nslimit1=0.3, searchsize=10, remincross=false];\n'
+          'node [shape=box, style="filled", fontname="Helvetica", fontsize=9, margin="0.06,0.03", '
+          'height=0.3, penwidth=1];\n'
+          'edge [fontname="Helvetica", fontsize=8, arrowsize=0.5, color="#606060", fontcolor="#1c7ed6", '
+          'labeldistance=1.2, labelangle=30];\n')
+
+
+_CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]")
+
+
+def quote(s: str) -> str:
+    """A DOT double-quoted string; lines end in \\n (centred); control characters become '?'."""
+    s = _CONTROL.sub("?", s)
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+@dataclass
+class Drawn:
+    """A step's DOT text and what it shows."""
+
+    text: str
+    nodes: int  # boxes drawn
+    total: int  # nodes the (unfolded) graph has
+    capped: bool
+    ids: dict[int, str] = field(default_factory=dict)  # node → DOT/SVG id
+
+
+class Labels:
+    """Node labels of one replay session, cached per node."""
+
+    def __init__(self, log: RewriteLog, nodes: Nodes) -> None:
+        self.nodes = nodes
+        self.text = ArgText(log.release.name, lambda t: log.uops[t].op_name if t in log.uops else "?")
+        self._head: dict[int, str] = {}
+
+    def head(self, n: int) -> str:
+        """Op, argument and dtype lines of node n."""
+        hit = self._head.get(n)
+        if hit is None:
+            nodes = self.nodes
+            lines = [nodes.op[n], *self.text.lines(nodes.arg[n])]
+            if nodes.dtype[n] != "void":
+                lines.append(nodes.dtype[n])
+            if nodes.tag[n] is not None:
+                lines.append(f"tag {self.text.short(nodes.tag[n], 1)}")
+            hit = self._head[n] = "\n".join(lines)
+        return hit
+
+    def folded_line(self, idx: int, n: int) -> str:
+        nodes = self.nodes
+        while nodes.op[n] in BROADCAST and nodes.src[n]:
+            n = nodes.src[n][0]
+        return f"{nodes.op[n]}{idx} {self.text.short(nodes.arg[n], 1)}"
+
+
+class Drawer:
+    """Builds the DOT of steps of one replay session."""
+
+    def __init__(self, labels: Labels, max_nodes: int) -> None:
+        self.labels = labels
+        self.nodes = labels.nodes
+        self.max_nodes = max_nodes
+        self._foldable: dict[int, bool] = {}
+        self._plain: dict[int, str] = {}  # attributes of nodes drawn without any highlight
+
+    def folds(self, n: int, root: int, keep: frozenset[int]) -> bool:
+        """Whether node n is folded into its users' labels (constants, and broadcasts of them)."""
+        if n == root or not self.foldable(n):
+            return False
+        # a constant the match created (or built on something it created) is drawn, to be highlighted
+        return not keep or keep.isdisjoint(self.nodes.toposort(n))
+
+    def foldable(self, n: int) -> bool:
+        hit = self._foldable.get(n)
+        if hit is None:
+            nodes = self.nodes
+            op, src = nodes.op[n], nodes.src[n]
+            hit = op in FOLDED or (op == "STACK" and not src) or (op in BROADCAST and bool(src) and
+                                                                  self.foldable(src[0]))
+            self._foldable[n] = hit
+        return hit
+
+    def visible(self, root: int, keep: frozenset[int]) -> list[int]:
+        """Drawn nodes, sources first: everything under root except folded nodes and what only they use."""
+        order = self.nodes.toposort(root)
+        src = self.nodes.src
+        shown = {root}
+        for n in reversed(order):  # users before sources
+            if n in shown and not (n != root and self.folds(n, root, keep)):
+                shown.update(src[n])
+        return [n for n in order if n in shown and (n == root or not self.folds(n, root, keep))]
+
+    def draw(self, step: Step, focus_hint: int | None = None) -> Drawn:
+        assert step.sink is not None
+        root, keep = step.sink, step.created
+        order = self.visible(root, keep)
+        total = len(order)
+        capped = total > self.max_nodes
+        hidden: dict[int, int] = {}
+        if capped:
+            order, hidden = self._neighbourhood(order, self._focus(step, order, focus_hint))
+        ids = {n: f"n{i}" for i, n in enumerate(order)}
+        out = [HEADER]
+        if capped:
+            note = (f"showing {len(order):,} of {total:,} nodes around the change (graph above --max-nodes "
+                    f"{self.max_nodes})")
+            out.append(f'label={quote(note)}; labelloc=t; fontcolor="#c92a2a";\n')
+        for n in order:
+            out.append(self._node(n, ids[n], step, root, keep, hidden.get(n, 0)))
+        out.extend(self._edges(order, ids, step))
+        out.append(self._ghost(step, ids))
+        out.append("}\n")
+        return Drawn("".join(out), len(order), total, capped, ids)
+
+    def _node(self, n: int, nid: str, step: Step, root: int, keep: frozenset[int], hidden: int) -> str:
+        plain = not hidden and n != root and n not in step.created and n not in step.rebuilt and (
+            not keep or keep.isdisjoint(self.nodes.src[n]))
+        if plain:
+            body = self._plain.get(n)
+            if body is None:
+                body = self._plain[n] = self._body(n, root, keep, 0)
+            return f'{nid} [id="{nid}", {body}];\n'
+        attrs = [f"id={quote(nid)}", self._body(n, root, keep, hidden)]
+        if n in step.created:
+            attrs += ['class="created"', f'color="{HIGHLIGHT}"', "penwidth=3"]
+        elif n in step.rebuilt:
+            attrs += ['class="rebuilt"', f'color="{HIGHLIGHT}"', 'style="filled,dashed"', "penwidth=1.5"]
+        elif hidden:
+            attrs.append('style="filled,dotted"')
+        if n == root:
+            attrs.append("peripheries=2")
+        return f"{nid} [{', '.join(attrs)}];\n"
+
+    def _body(self, n: int, root: int, keep: frozenset[int], hidden: int) -> str:
+        """Label and fill of node n."""
+        nodes, labels = self.nodes, self.labels
+        label = labels.head(n)
+        folded = [labels.folded_line(i, s) for i, s in enumerate(nodes.src[n]) if self.folds(s, root, keep)]
+        if folded:
+            label += "\n" + "\n".join(folded)
+        if hidden:
+            label += f"\n(+{hidden} not shown)"
+        op = nodes.op[n]
+        if op in DARK:
+            return f'label={quote(label)}, fillcolor="{DARK[op]}", fontcolor="white"'
+        fill = f'fillcolor="{COLORS.get(op, "#ffffff")}"'
+        return f"label={quote(label)}, {fill}"
+
+    def _edges(self, order: list[int], ids: dict[int, str], step: Step) -> Iterable[str]:
+        src = self.nodes.src
+        new = step.created | step.rebuilt
+        for n in order:
+            ports: dict[int, list[str]] = {}
+            for i, s in enumerate(src[n]):
+                if s in ids:
+                    ports.setdefault(s, []).append(str(i))
+            for s, idx in ports.items():
+                attrs = [f"headlabel={quote(','.join(idx))}"] if len(src[n]) > 1 else []
+                if s in new and n in new:
+                    attrs.append(f'color="{HIGHLIGHT}"')
+                yield f"{ids[s]} -> {ids[n]}{' [' + ', '.join(attrs) + ']' if attrs else ''};\n"
+
+    def _ghost(self, step: Step, ids: dict[int, str]) -> str:
+        """The replaced node, drawn apart, pointing at its replacement (if the replacement is drawn and it is gone)."""
+        u0, u1 = step.before, step.after
+        if u0 is None or u1 is None or u0 in ids or u1 not in ids:
+            return ""
+        label = "replaced:\n" + self.labels.head(u0).split("\n", 1)[0]
+        return (f'replaced [id="replaced", class="replaced", label={quote(label)}, style="dashed", '
+                f'color="#909090", fontcolor="#606060", fillcolor="white"];\n'
+                f'replaced -> {ids[u1]} [style=dashed, color="#909090", label="replaced by"];\n')
+
+    def _focus(self, step: Step, order: list[int], hint: int | None) -> list[int]:
+        """Where the change is: new nodes, else the replacement, else the hint (next match), else the root."""
+        inside = set(order)
+        focus = [n for n in order if n in step.created or n in step.rebuilt]
+        for extra in (step.after, hint, step.sink):
+            if focus:
+                break
+            if extra is not None and extra in inside:
+                focus = [extra]
+        return focus
+
+    def _neighbourhood(self, order: list[int], focus: list[int]) -> tuple[list[int], dict[int, int]]:
+        """Up to max_nodes nodes nearest the focus, breadth first: upwards along users (towards the root), and
+        downwards along sources from there; a shared source (a range, a buffer) does not pull in its other users.
+        Also returns how many neighbours each kept node has that are not shown."""
+        src = self.nodes.src
+        inside = set(order)
+        users: dict[int, list[int]] = {n: [] for n in order}
+        for n in order:
+            for s in dict.fromkeys(src[n]):
+                if s in inside:
+                    users[s].append(n)
+        keep = dict.fromkeys(focus[:self.max_nodes])
+        queue = deque((n, True) for n in keep)
+        while queue and len(keep) < self.max_nodes:
+            n, up = queue.popleft()
+            nxt = [(m, False) for m in dict.fromkeys(src[n])] + ([(m, True) for m in users[n]] if up else [])
+            for m, m_up in nxt:
+                if m in inside and m not in keep:
+                    keep[m] = None
+                    queue.append((m, m_up))
+                    if len(keep) >= self.max_nodes:
+                        break
+        hidden = {}
+        for n in keep:
+            k = sum(1 for m in (*dict.fromkeys(src[n]), *users[n]) if m in inside and m not in keep)
+            if k:
+                hidden[n] = k
+        return [n for n in order if n in keep], hidden

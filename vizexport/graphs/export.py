@@ -1,0 +1,376 @@
+"""Rewrite trace → folder of SVG step sequences + manifest.json (the `render_rewrites` library call).
+
+Layout: OUTDIR/<context-slug>/<rewrite-index>-<rewrite-slug>/<step:04d>.svg (and <step:04d>.diff, the text diff of
+the match, beside each rendered match step); OUTDIR/manifest.json lists every selected context, rewrite and step,
+rendered or not. Contexts are independent: they are shared out over `jobs` processes, each replaying its contexts and
+running its own `dot`; identical graphs are laid out once across all of them.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import multiprocessing
+import os
+import re
+import signal
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..pickles import InputError
+from ..records import Match, Rewrite, RewriteLog
+from .diff import match_diff
+from .dot import Drawer, Drawn, Labels
+from .render import (
+    Rendered,
+    captioned,
+    check_dot,
+    remove_leftovers,
+    render_batch,
+    render_one,
+    write_atomic,
+)
+from .replay import Nodes, Replay, Replayer, Step
+
+STEP_LIMIT = 50  # rewrites with at most this many matches get every step by default
+BATCH_NODES = 100  # graphs this small are laid out several to one dot process
+BATCH_SIZE = 24
+MANIFEST = "manifest.json"
+
+
+@dataclass(frozen=True)
+class Options:
+    all_steps: bool
+    max_nodes: int
+    timeout: float
+
+
+@dataclass(frozen=True)
+class Task:
+    """One context to render: its index, the indexes of its selected rewrites, and its folder."""
+
+    ctx: int
+    rewrites: tuple[int, ...]
+    folder: str
+    cost: int
+
+
+def render_rewrites(log: RewriteLog, outdir: Path | str, ctx: str | None = None, rewrite: str | None = None,
+                    all_steps: bool = False, max_nodes: int = 400, jobs: int | None = None,
+                    timeout: float = 30.0) -> dict:
+    """Render the steps of a rewrites trace as SVGs under `outdir`; return the manifest (also written to
+    outdir/manifest.json).
+
+    ctx / rewrite: regular expressions (re.search) selecting contexts by name and rewrites by name. By default every
+    rewrite gets its first and last state and, with at most 50 matches, every step; `all_steps` renders every step.
+    Graphs above `max_nodes` show the neighbourhood of the change, with a note. `jobs`: processes (default: CPUs).
+    `timeout`: seconds Graphviz may spend on one graph before it is replaced by a note.
+    Raises InputError for input that is not a non-empty rewrites trace or a selection that matches nothing, and
+    render.DotMissing when Graphviz is not installed.
+    """
+    tasks, slugs = _select(log, ctx, rewrite)
+    if max_nodes < 1 or timeout <= 0:
+        raise ValueError("max_nodes and timeout must be positive")
+    check_dot()
+    out = Path(outdir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / MANIFEST).unlink(missing_ok=True)  # present again only once this run completes
+    opts = Options(all_steps, max_nodes, timeout)
+    with tempfile.TemporaryDirectory(prefix="vizexport-graphs-") as cache:
+        try:
+            results = _run_tasks(log, tasks, out, Path(cache), opts, jobs)
+        except BaseException:
+            remove_leftovers(out)
+            raise
+    manifest = _manifest(log, tasks, slugs, results, opts, {"ctx": ctx, "rewrite": rewrite})
+    write_atomic(out / MANIFEST, (json.dumps(manifest, ensure_ascii=False, separators=(",", ":")) + "\n").encode())
+    return manifest
+
+
+# ---- selection and naming ----
+
+def slug(name: str) -> str:
+    s = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.")
+    return s[:48].rstrip("-.") or "unnamed"
+
+
+def unique_slugs(names: list[str]) -> list[str]:
+    """Slugs, made unique (ignoring case, for case-insensitive file systems) with -2, -3, … suffixes."""
+    seen: set[str] = set()
+    out = []
+    for name in names:
+        base = s = slug(name)
+        k = 1
+        while s.lower() in seen:
+            k += 1
+            s = f"{base}-{k}"
+        seen.add(s.lower())
+        out.append(s)
+    return out
+
+
+def _regex(pattern: str | None, what: str) -> re.Pattern | None:
+    if pattern is None:
+        return None
+    try:
+        return re.compile(pattern)
+    except re.error as e:
+        raise InputError(f"bad {what} regular expression {pattern!r}: {e}") from None
+
+
+def _select(log: Any, ctx: str | None, rewrite: str | None) -> tuple[list[Task], list[str]]:
+    if not isinstance(log, RewriteLog):
+        raise InputError(f"{getattr(log, 'path', log)}: not a rewrites trace (a profile? graphs need rewrites.pkl)")
+    if not any(c.rewrites for c in log.contexts):
+        raise InputError(f"{log.path}: empty rewrites trace (no graph rewrites recorded)")
+    cre, rre = _regex(ctx, "--ctx"), _regex(rewrite, "--rewrite")
+    slugs = unique_slugs([c.key.name for c in log.contexts])
+    tasks = []
+    for ci, c in enumerate(log.contexts):
+        if cre is not None and not cre.search(c.key.name):
+            continue
+        chosen = tuple(ri for ri, rw in enumerate(c.rewrites) if rre is None or rre.search(rw.name))
+        if chosen or rre is None:  # a context without rewrites is listed too, unless rewrites were selected
+            cost = sum(len(c.rewrites[ri].matches) + 1 for ri in chosen)
+            tasks.append(Task(ci, chosen, slugs[ci], cost))
+    if not any(t.rewrites for t in tasks):
+        raise InputError(f"{log.path}: no rewrite matches the selection (ctx={ctx!r}, rewrite={rewrite!r})")
+    return tasks, slugs
+
+
+# ---- running contexts, in this process or in a pool ----
+
+_STATE: dict[str, Any] = {}  # what forked workers inherit: the log, output folder, cache folder, options
+
+
+def _run_tasks(log: RewriteLog, tasks: list[Task], out: Path, cache: Path, opts: Options,
+               jobs: int | None) -> dict[int, dict]:
+    _STATE.update(log=log, out=out, cache=cache, opts=opts)
+    jobs = max(1, jobs if jobs is not None else (os.cpu_count() or 1))
+    order = sorted(tasks, key=lambda t: -t.cost)  # biggest first: better balance
+    if jobs == 1 or len(tasks) == 1 or "fork" not in multiprocessing.get_all_start_methods():
+        return {t.ctx: render_context(t) for t in order}
+    pool = multiprocessing.get_context("fork").Pool(min(jobs, len(tasks)), initializer=_worker_init)
+    try:
+        results = {r["index"]: r for r in pool.imap_unordered(render_context, order)}
+        pool.close()
+        return results
+    except BaseException:
+        pool.terminate()  # workers exit through SystemExit: their dot processes are killed, temp files removed
+        raise
+    finally:
+        pool.join()
+
+
+def _worker_init() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and terminates the pool
+    signal.signal(signal.SIGTERM, _exit)
+
+
+def _exit(signum: int, frame: Any) -> None:
+    raise SystemExit(1)
+
+
+def render_context(task: Task) -> dict:
+    """Replay and render the selected rewrites of one context; return its manifest entry (with "_stats")."""
+    log: RewriteLog = _STATE["log"]
+    opts: Options = _STATE["opts"]
+    c = log.contexts[task.ctx]
+    nodes = Nodes(log)
+    job = _ContextJob(log, task, nodes, opts, SvgWriter(_STATE["out"], _STATE["cache"], opts.timeout))
+    replayer = Replayer(nodes)
+    entries = [job.rewrite(ri, c.rewrites[ri], replayer.replay(c.rewrites[ri])) for ri in task.rewrites]
+    job.svgs.flush()
+    return {"index": task.ctx, "name": c.key.name, "color": c.key.color, "path": task.folder, "rewrites": entries,
+            "_stats": job.stats()}
+
+
+class _ContextJob:
+    def __init__(self, log: RewriteLog, task: Task, nodes: Nodes, opts: Options, svgs: SvgWriter) -> None:
+        self.log, self.task, self.opts, self.svgs = log, task, opts, svgs
+        self.labels = Labels(log, nodes)
+        self.drawer = Drawer(self.labels, opts.max_nodes)
+        self.nodes = nodes
+        self.replay_errors = 0
+        self.capped = 0
+
+    def rewrite(self, ri: int, rw: Rewrite, rep: Replay) -> dict:
+        folder = f"{self.task.folder}/{ri:03d}-{slug(rw.name)}"
+        chosen = policy(rep.steps, self.opts.all_steps)
+        real = [m for m in rw.matches if m.after is not None]
+        entry = {"index": ri, "name": rw.name, "depth": rw.depth, "bottom_up": rw.bottom_up, "walk": rw.walk,
+                 "enter_calls": rw.enter_calls, "loc": location(rw.loc), "matches": len(real),
+                 "seconds": _seconds(sum(m.seconds or 0.0 for m in real)), "path": folder, "steps": []}
+        hint = rep.steps[1].before if len(rep.steps) > 1 else None
+        for step in rep.steps:
+            m = rw.matches[step.match] if step.match is not None else None
+            e = self.step_entry(step, m)
+            if step.index in chosen:
+                self.draw(step, m, e, f"{folder}/{step.index:04d}", self._caption(rw, ri, step, len(rep.steps) - 1),
+                          hint if step.index == 0 else None)
+            entry["steps"].append(e)
+        return entry
+
+    def step_entry(self, step: Step, m: Match | None) -> dict:
+        e = {"index": step.index, "match": step.match, "pattern": location(m.loc) if m else None,
+             "seconds": _seconds(m.seconds) if m and m.seconds is not None else None,
+             "changed": len(step.created) + len(step.rebuilt) if step.sink is not None else None,
+             "created": len(step.created), "nodes": step.size if step.sink is not None else None, "svg": None}
+        if step.error:
+            e["error"] = step.error
+            self.replay_errors += 1
+        return e
+
+    def draw(self, step: Step, m: Match | None, e: dict, stem: str, caption: str, hint: int | None) -> None:
+        if step.sink is None:
+            return
+        drawn = self.drawer.draw(step, hint)
+        e.update(svg=f"{stem}.svg", drawn=drawn.nodes, capped=drawn.capped)
+        self.capped += drawn.capped
+        self.svgs.add(drawn, stem + ".svg", caption, e)
+        if m is not None and step.before is not None and step.after is not None:
+            diff = match_diff(self.nodes, step.before, step.after, self.labels.text)
+            head = f"# {caption}\n"
+            self.svgs.write_text(stem + ".diff", head + "\n".join(diff) + ("\n" if diff else ""))
+            e["diff"] = f"{stem}.diff"
+
+    def _caption(self, rw: Rewrite, ri: int, step: Step, last: int) -> str:
+        c = self.log.contexts[self.task.ctx]
+        parts = [c.key.name, f"{ri:03d} {rw.name}", f"step {step.index}/{last}"]
+        m = rw.matches[step.match] if step.match is not None else None
+        if m is not None and m.loc:
+            parts.append(f"{short_path(m.loc[0])}:{m.loc[1]}")
+        if m is not None and m.seconds is not None:
+            parts.append(f"{m.seconds * 1e6:.1f} µs")
+        return " · ".join(parts)
+
+    def stats(self) -> dict:
+        s = self.svgs
+        return {"svg_files": s.files, "unique_graphs": s.renders, "capped": self.capped, "timeouts": s.timeouts,
+                "render_errors": s.errors, "replay_errors": self.replay_errors}
+
+
+def policy(steps: list[Step], all_steps: bool) -> set[int]:
+    """Step indexes to render: all, or the first and last replayed states plus every step of small rewrites."""
+    replayed = [s.index for s in steps if s.sink is not None]
+    if not replayed:
+        return set()
+    if all_steps or len(steps) - 1 <= STEP_LIMIT:
+        return set(replayed)
+    return {replayed[0], replayed[-1]}
+
+
+def location(loc: tuple[str, int] | None) -> dict | None:
+    return None if loc is None else {"file": loc[0], "line": loc[1], "short": short_path(loc[0])}
+
+
+def short_path(path: str) -> str:
+    """tinygrad/… for tinygrad's own files (wherever they were installed), else the file name."""
+    p = path.replace("\\", "/")
+    i = p.rfind("/tinygrad/")
+    return p[i + 1:] if i >= 0 else p.rsplit("/", 1)[-1]
+
+
+def _seconds(s: float) -> float:
+    return float(f"{s:.9g}")
+
+
+# ---- SVG output: dedupe, batching, cache shared by the workers ----
+
+@dataclass
+class _Pending:
+    dot: str
+    size: str
+    nodes: int
+    dests: list[tuple[str, str, dict]] = field(default_factory=list)
+
+
+class SvgWriter:
+    """Writes the SVG of each step; lays out each distinct DOT text once (across workers, via `cache`)."""
+
+    def __init__(self, out: Path, cache: Path, timeout: float) -> None:
+        self.out, self.cache, self.timeout = out, cache, timeout
+        self.status: dict[str, str] = {}  # rendered here: digest → "ok" | "timeout" | "error"
+        self.pending: dict[str, _Pending] = {}  # small graphs waiting for a batch
+        self.files = self.renders = self.timeouts = self.errors = 0
+        self.dirs: set[str] = set()
+
+    def add(self, drawn: Drawn, rel: str, caption: str, entry: dict) -> None:
+        key = hashlib.sha1(drawn.text.encode()).hexdigest()
+        if key in self.pending:
+            self.pending[key].dests.append((rel, caption, entry))
+            return
+        if key in self.status or (self.cache / key).exists():
+            self._emit(key, [(rel, caption, entry)])
+            return
+        size = f" ({drawn.nodes} nodes shown)"
+        if drawn.nodes > BATCH_NODES:
+            self._store(key, render_one(drawn.text, self.timeout, size))
+            self._emit(key, [(rel, caption, entry)])
+            return
+        self.pending[key] = _Pending(drawn.text, size, drawn.nodes, [(rel, caption, entry)])
+        if len(self.pending) >= BATCH_SIZE:
+            self.flush()
+
+    def flush(self) -> None:
+        batch, self.pending = self.pending, {}
+        if not batch:
+            return
+        keys = list(batch)
+        done = render_batch([batch[k].dot for k in keys], self.timeout, [batch[k].size for k in keys])
+        for k, r in zip(keys, done, strict=True):
+            self._store(k, r)
+            self._emit(k, batch[k].dests)
+
+    def _store(self, key: str, r: Rendered) -> None:
+        self.renders += 1
+        self.status[key] = r.status
+        write_atomic(self.cache / key, r.status[0].encode() + r.svg)
+
+    def _emit(self, key: str, dests: list[tuple[str, str, dict]]) -> None:
+        data = (self.cache / key).read_bytes()
+        status = {"o": "ok", "t": "timeout", "e": "error"}[chr(data[0])]
+        svg = data[1:]
+        for rel, caption, entry in dests:
+            self._write(rel, captioned(svg, caption))
+            self.files += 1
+            if status == "timeout":
+                entry["timeout"] = True
+                self.timeouts += 1
+            elif status == "error":
+                entry["render_error"] = True
+                self.errors += 1
+
+    def write_text(self, rel: str, text: str) -> None:
+        self._write(rel, text.encode())
+
+    def _write(self, rel: str, data: bytes) -> None:
+        path = self.out / rel
+        parent = str(path.parent)
+        if parent not in self.dirs:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.dirs.add(parent)
+        write_atomic(path, data)
+
+
+# ---- manifest ----
+
+def _manifest(log: RewriteLog, tasks: list[Task], slugs: list[str], results: dict[int, dict], opts: Options,
+              selection: dict) -> dict:
+    from .. import __version__
+    contexts = [results[t.ctx] for t in tasks]
+    totals = {"svg_files": 0, "unique_graphs": 0, "capped": 0, "timeouts": 0, "render_errors": 0, "replay_errors": 0}
+    for c in contexts:
+        for k, v in c.pop("_stats").items():
+            totals[k] += v
+    rewrites = [r for c in contexts for r in c["rewrites"]]
+    steps = [s for r in rewrites for s in r["steps"]]
+    summary = {"contexts": len(contexts), "rewrites": len(rewrites), "matches": sum(r["matches"] for r in rewrites),
+               "steps": len(steps), "rendered": sum(s["svg"] is not None for s in steps), **totals}
+    return {"vizexport": __version__, "source": log.path,
+            "tinygrad": {"release": log.release.name, "confidence": log.release.confidence},
+            "options": {**selection, "all_steps": opts.all_steps, "max_nodes": opts.max_nodes,
+                        "timeout": opts.timeout, "step_limit": STEP_LIMIT},
+            "layout": "<context>/<rewrite-index>-<rewrite>/<step:04d>.svg",
+            "summary": summary, "contexts": contexts}

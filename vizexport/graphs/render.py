@@ -1,0 +1,134 @@
+"""DOT → SVG with Graphviz `dot` (through the graphviz package), bounded in time, written atomically.
+
+Small graphs are laid out several to one `dot` process (starting dot costs more than laying out ten nodes); a batch
+that fails or runs out of time is redone one graph at a time, and a graph that still takes longer than the limit
+becomes a small SVG saying so. Files are written to a temporary name beside the target and renamed when complete.
+"""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from xml.sax.saxutils import escape
+
+import graphviz
+from graphviz.backend import dot_command, execute
+
+TMP_SUFFIX = ".vxtmp"
+CAPTION_PT = 16
+_NOISE = re.compile(rb"<!--.*?-->\n|<title>[^<]*</title>\n", re.S)  # per-node comments and "n12" titles
+_FONT = b' font-family="Helvetica,sans-Serif"'
+_SIZE = re.compile(rb'width="([0-9.]+)pt" height="([0-9.]+)pt"\s+viewBox="([-0-9. ]+)"')
+
+
+class DotMissing(RuntimeError):
+    """Graphviz's `dot` is not installed."""
+
+
+@dataclass
+class Rendered:
+    status: str  # "ok" | "timeout" | "error"
+    svg: bytes
+    detail: str = ""
+
+
+def check_dot() -> str:
+    """Graphviz's version, or DotMissing with an install hint."""
+    try:
+        return ".".join(map(str, graphviz.version()))
+    except graphviz.ExecutableNotFound:
+        raise DotMissing("Graphviz's `dot` is not installed (Debian/Ubuntu: apt-get install graphviz)") from None
+
+
+def _run(data: bytes, timeout: float) -> bytes:
+    cmd = dot_command.command("dot", "svg")
+    return execute.run_check(cmd, input=data, capture_output=True, quiet=True, timeout=timeout).stdout
+
+
+def render_one(dot: str, timeout: float, size: str = "") -> Rendered:
+    try:
+        return Rendered("ok", compact(_run(dot.encode(), timeout)))
+    except subprocess.TimeoutExpired:
+        why = f"Graphviz dot did not finish within {timeout:g} s for this graph{size}; it was not drawn."
+        return Rendered("timeout", notice_svg(["graph not drawn (time limit)", why]), why)
+    except graphviz.CalledProcessError as e:
+        err = (e.stderr or b"").decode(errors="replace").strip().splitlines()
+        why = f"Graphviz dot failed: {err[-1] if err else e}"
+        return Rendered("error", notice_svg(["graph not drawn (dot failed)", why]), why)
+
+
+def render_batch(dots: list[str], timeout: float, sizes: list[str] | None = None) -> list[Rendered]:
+    """Render graphs with one dot process; any trouble → each graph on its own (with its own time limit)."""
+    sizes = sizes or [""] * len(dots)
+    if len(dots) > 1:
+        try:
+            out = _run("".join(dots).encode(), timeout * len(dots))
+            parts = [b"<?xml " + p for p in out.split(b"<?xml ")[1:]]
+            if len(parts) == len(dots):
+                return [Rendered("ok", compact(p)) for p in parts]
+        except (subprocess.TimeoutExpired, graphviz.CalledProcessError):
+            pass
+    return [render_one(d, timeout, s) for d, s in zip(dots, sizes, strict=True)]
+
+
+def compact(svg: bytes) -> bytes:
+    """Graphviz's SVG without per-element comments and id titles, the font given once (a third smaller)."""
+    svg = _NOISE.sub(b"", svg)
+    if _FONT in svg:
+        svg = svg.replace(_FONT, b"").replace(b"<svg ", b"<svg" + _FONT + b" ", 1)
+    return svg
+
+
+def notice_svg(lines: Iterable[str]) -> bytes:
+    """A small SVG showing a few lines of text (for graphs not drawn)."""
+    lines = [ln[:160] for ln in lines]
+    width = max(200, 8 + 6 * max((len(ln) for ln in lines), default=0))
+    height = 10 + 16 * len(lines)
+    texts = "".join(f'<text x="6" y="{18 + 16 * i}" font-family="Helvetica,Arial,sans-serif" font-size="11" '
+                    f'fill="{"#c92a2a" if i == 0 else "#333333"}">{escape(ln)}</text>\n' for i, ln in enumerate(lines))
+    return (f'<?xml version="1.0" encoding="UTF-8" standalone="no"?>\n'
+            f'<svg width="{width}pt" height="{height}pt" viewBox="0 0 {width} {height}" '
+            f'xmlns="http://www.w3.org/2000/svg">\n<rect width="100%" height="100%" fill="white" stroke="#c92a2a"/>\n'
+            f'{texts}</svg>\n').encode()
+
+
+def captioned(svg: bytes, caption: str) -> bytes:
+    """The SVG with a document title and a one-line caption band above the drawing."""
+    m = _SIZE.search(svg, 0, 2000)
+    if m is None:
+        return svg
+    caption = caption if len(caption) <= 160 else caption[:159] + "…"
+    w, h = float(m.group(1)), float(m.group(2))
+    box = [float(x) for x in m.group(3).split()]
+    width = max(w, 8 + 5.6 * len(caption))
+    height = h + CAPTION_PT
+    vb = (box[0], box[1] - CAPTION_PT, box[2] + width - w, box[3] + CAPTION_PT)
+    head = (f'width="{width:.0f}pt" height="{height:.0f}pt" '
+            f'viewBox="{vb[0]:.2f} {vb[1]:.2f} {vb[2]:.2f} {vb[3]:.2f}"').encode()
+    end = svg.index(b">", m.end()) + 1
+    text = escape(caption)
+    band = (f'\n<title>{text}</title>\n<rect x="{vb[0]:.2f}" y="{vb[1]:.2f}" width="{vb[2]:.2f}" '
+            f'height="{vb[3]:.2f}" fill="white"/>\n<text x="{vb[0] + 4:.2f}" y="{box[1] - 4:.2f}" '
+            f'font-size="10" fill="#333333">{text}</text>').encode()
+    return svg[:m.start()] + head + svg[m.end():end] + band + svg[end:]
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write `data` to `path` via a temporary file in the same folder: readers never see a partial file."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}{TMP_SUFFIX}")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def remove_leftovers(root: Path) -> None:
+    """Delete temporary files an interrupted run left behind."""
+    for p in root.rglob(f".*{TMP_SUFFIX}"):
+        p.unlink(missing_ok=True)

@@ -1,0 +1,622 @@
+"""Replay a tracked graph rewrite from the UOp table and its match list, with tinygrad's semantics, without tinygrad.
+
+What tinygrad's viewer does (tinygrad-formats.md §1.2 "Rewrite graph stepping"): rebuild the input sink; for each
+match (u0 → u1) add `replaces[u0] = u1` and substitute *all* replacements so far into the sink; top-down rewrites
+advance the sink after each match, bottom-up ones always substitute into the original. `UOp.substitute` is a
+bottom-up graph_rewrite whose pattern looks nodes up in `replaces` (to a fixed point, then into the result's sources;
+parents whose sources changed are rebuilt and looked up again), or a single-pass walk with `walk=True`; CALL/FUNCTION
+bodies are left alone unless `enter_calls`. UOps are hash-consed: equal (op, dtype, src, arg, tag) are one node.
+
+The release decides the details (see `semantics`). A failed substitution (a replacement cycle) becomes a
+REWRITE_ERROR node and ends the replay of that rewrite, as in tinygrad; a match naming a missing or cyclic UOp is a
+per-step error and is left out.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..pickles import EnumValue, Stub
+from ..records import Match, Rewrite, RewriteLog, UOpRec
+from ..tinygrad.common import dtype_name
+from ..tinygrad.releases import enum_table
+from .args import arg_key
+
+ERROR_OP = "REWRITE_ERROR"
+CALLS = frozenset({"CALL", "FUNCTION"})
+OPAQUE_BODIES = frozenset({"SINK", "PROGRAM", "LINEAR", "COPY", "CUSTOM_FUNCTION"})  # 0.14: UOp._OPAQUE_CALL_BODIES
+PASS_DTYPE = frozenset({"LOAD", "UNSHARD", "REDUCE", "AFTER", "RANGE", "CONTIGUOUS", "CONTIGUOUS_BACKWARD", "COPY",
+                        "STAGE", "DETACH", "MSTACK", "MSELECT", "ALLREDUCE", "SPECIAL", "EXP2", "LOG2", "SIN", "SQRT",
+                        "RECIPROCAL", "NEG", "TRUNC", "RESHAPE", "EXPAND", "PERMUTE", "PAD", "SHRINK", "FLIP"})
+SAME_DTYPE = frozenset({"ADD", "MUL", "CDIV", "MAX", "CMOD", "SUB", "FDIV", "FLOORDIV", "FLOORMOD", "IDIV", "MOD",
+                        "XOR", "OR", "AND", "POW", "MULACC", "THREEFRY"})
+
+
+class ReplayError(Exception):
+    """A step that cannot be replayed (missing UOp, cycle, failed substitution)."""
+
+
+@dataclass(frozen=True)
+class Semantics:
+    """How one tinygrad release's viewer replays matches."""
+
+    walk_flag: bool  # honour TrackedGraphRewrite.walk (0.14+); else always the fixed-point substitute
+    always_walk: bool  # 0.10.0's viewer: one lookup per node, no descent into replacements
+    call_bodies: str  # "enter": substitute everywhere; "skip": CALL/FUNCTION bodies untouched; "opaque": 0.14 rule
+    rebuild_dtype: bool  # 0.14+: a rebuilt node re-derives its dtype when a source's dtype changed
+    advance: str = "flag"  # "flag": top-down rewrites advance the sink, bottom-up ones do not; "always"; "never"
+    tags: bool = True  # UOps have a tag (0.11+; a 0.10.x UOp's fifth field is metadata or a buffer, not a tag)
+
+
+def semantics(release: str) -> Semantics:
+    """The replay rules of `release`'s own viewer (serve.py get_details/get_full_rewrite + UOp.substitute)."""
+    if release == "0.10.0":
+        return Semantics(False, True, "enter", False, "always", tags=False)
+    if release == "0.10.1":  # its viewer substitutes every step into the input graph
+        return Semantics(False, False, "enter", False, "never", tags=False)
+    if release in ("0.10.2", "0.10.3"):
+        return Semantics(False, False, "enter", False, tags=False)
+    if release in ("0.11.0", "0.12.0"):
+        return Semantics(False, False, "enter", False)
+    if release == "0.13.0":
+        return Semantics(False, False, "skip", False)
+    return Semantics(True, False, "opaque", True)  # 0.14.0, master, and anything newer
+
+
+class Nodes:
+    """Hash-consed UOp nodes (ints) of one replay session: equal (op, dtype, src, arg, tag) are one node."""
+
+    def __init__(self, log: RewriteLog) -> None:
+        self.table: dict[int, UOpRec] = log.uops
+        self.release = log.release.name
+        self.op: list[str] = []
+        self.dtype: list[str] = []
+        self.src: list[tuple[int, ...]] = []
+        self.arg: list[Any] = []
+        self.tag: list[Any] = []
+        self._index: dict[tuple, int] = {}
+        self._loaded: dict[int, int] = {}  # table id → node
+        self._keys: dict[int, tuple[Any, Hashable]] = {}  # id(argument object) → (object, key)
+        self._embedded: dict[int, tuple[Stub, int]] = {}  # id(UOp stand-in inside an argument) → (it, node)
+        self._ops = enum_table(self.release)
+        self._tags = semantics(self.release).tags
+
+    def __len__(self) -> int:
+        return len(self.op)
+
+    def make(self, op: str, dtype: str, src: tuple[int, ...], arg: Any = None, tag: Any = None) -> int:
+        key = (op, dtype, src, self.key(arg), self.key(tag))
+        n = self._index.get(key)
+        if n is None:
+            n = self._index[key] = len(self.op)
+            self.op.append(op)
+            self.dtype.append(dtype)
+            self.src.append(src)
+            self.arg.append(arg)
+            self.tag.append(tag)
+        return n
+
+    def rebuild(self, n: int, src: tuple[int, ...], rederive: bool = False) -> int:
+        """Node `n` with new sources (tinygrad: UOp(n.op, dtype, new_src, n.arg, n.tag))."""
+        dtype = self._rederived(n, src) if rederive else self.dtype[n]
+        return self.make(self.op[n], dtype, src, self.arg[n], self.tag[n])
+
+    def _rederived(self, n: int, src: tuple[int, ...]) -> str:
+        """0.14's _rebuild_dtype for the common ops: unchanged unless a source's dtype changed."""
+        old = self.src[n]
+        if len(old) != len(src) or all(self.dtype[a] == self.dtype[b] for a, b in zip(old, src, strict=True)):
+            return self.dtype[n]
+        op = self.op[n]
+        if op in PASS_DTYPE and src:
+            return self.dtype[src[0]]
+        if op in SAME_DTYPE and src and len({self.dtype[s] for s in src}) == 1:
+            return self.dtype[src[0]]
+        return self.dtype[n]
+
+    def error(self, text: str) -> int:
+        return self.make(ERROR_OP, "void", (), text)
+
+    def key(self, x: Any) -> Hashable:
+        if x is None or type(x) in (int, str, bool, float):
+            return x
+        hit = self._keys.get(id(x))
+        if hit is None:
+            hit = self._keys[id(x)] = (x, self._arg_key(x))
+        return hit[1]
+
+    def _arg_key(self, x: Any) -> Hashable:
+        # 0.11/0.12: a KERNEL's arg names its AST by table id; tinygrad rebuilds that AST, so compare the AST nodes
+        if isinstance(x, Stub) and isinstance(ast := x.__dict__.get("ast"), int) and ast in self.table:
+            return (x._qualname, self.load(ast), arg_key(x.__dict__.get("metadata"), self.embedded))
+        return arg_key(x, self.embedded)
+
+    def load(self, tid: int) -> int:
+        """The node of UOp `tid` of the table (and of everything below it)."""
+        n = self._loaded.get(tid)
+        if n is not None:
+            return n
+        open_: set[int] = set()
+        stack = [tid]
+        while stack:  # iterative post-order: graphs are thousands deep
+            t = stack[-1]
+            if t in self._loaded:
+                stack.pop()
+                continue
+            rec = self.table.get(t)
+            if rec is None:
+                raise ReplayError(f"UOp {t} is not in the trace's UOp table")
+            pending = [s for s in rec.src if s not in self._loaded]
+            if pending and t not in open_:
+                open_.add(t)
+                for s in reversed(pending):
+                    if s in open_:
+                        raise ReplayError(f"UOp {s} is its own ancestor (a cycle in the UOp table)")
+                    stack.append(s)
+                continue
+            if pending:
+                raise ReplayError(f"UOp {pending[0]} is its own ancestor (a cycle in the UOp table)")
+            stack.pop()
+            open_.discard(t)
+            self._loaded[t] = self.make(rec.op_name, rec.dtype, tuple(self._loaded[s] for s in rec.src), rec.arg,
+                                        rec.tag if self._tags else None)
+        return self._loaded[tid]
+
+    def embedded(self, u: Stub) -> int:
+        """Intern a UOp stand-in found inside an argument (its _args: op, dtype, src, arg[, tag])."""
+        hit = self._embedded.get(id(u))
+        if hit is not None:
+            return hit[1]
+        done = self._embedded
+        stack = [u]
+        while stack:
+            x = stack[-1]
+            srcs = x._args[2] if len(x._args) > 2 else ()
+            pending = [s for s in srcs if id(s) not in done]
+            if pending:
+                stack.extend(pending)
+                continue
+            stack.pop()
+            if id(x) in done:
+                continue
+            a = x._args
+            op = self._ops.get(int(a[0]), f"Ops({int(a[0])})") if isinstance(a[0], (int, EnumValue)) else str(a[0])
+            n = self.make(op, dtype_name(a[1]) if len(a) > 1 else "void", tuple(done[id(s)][1] for s in srcs),
+                          a[3] if len(a) > 3 else None, a[4] if len(a) > 4 and self._tags else None)
+            done[id(x)] = (x, n)
+        return done[id(u)][1]
+
+    def toposort(self, root: int) -> dict[int, None]:
+        """Nodes under `root` (included), sources before users, first source first (as UOp.toposort)."""
+        out: dict[int, None] = {}
+        stack = [(root, False)]
+        src = self.src
+        while stack:
+            n, done = stack.pop()
+            if n in out:
+                continue
+            if done:
+                out[n] = None
+                continue
+            stack.append((n, True))
+            stack.extend((s, False) for s in reversed(src[n]) if s not in out)
+        return out
+
+
+# ---- substitution ----
+
+def _call_rule(nodes: Nodes, mode: str) -> Callable[[int], bool]:
+    """Whether a node is a call whose body (src[0]) substitution leaves alone."""
+    op, src = nodes.op, nodes.src
+    if mode == "enter":
+        return lambda n: False
+    if mode == "skip":
+        return lambda n: op[n] in CALLS and bool(src[n])
+    return lambda n: bool(src[n]) and (op[n] == "FUNCTION" or (op[n] == "CALL" and op[src[n][0]] in OPAQUE_BODIES))
+
+
+def _fixed_point(n: int, dvars: dict[int, int]) -> int:
+    seen = {n}
+    while (nxt := dvars.get(n)) is not None:
+        if nxt in seen:
+            raise ReplayError("infinite loop in fixed_point_rewrite (the replacements form a cycle)")
+        seen.add(nxt)
+        n = nxt
+    return n
+
+
+@dataclass
+class Sub:
+    """One substitution: the replacements, the call rule, and which nodes may change (`clean` ones cannot: no
+    replacement key below them, so tinygrad's rewrite returns them as they are; skipping them changes nothing).
+
+    With `memo`, results persist across the steps of a replay (they depend only on the node and the replacements):
+    `rev` records which results were computed from which nodes, and `invalidate` drops those a new key affects.
+    """
+
+    nodes: Nodes
+    dvars: dict[int, int]
+    skip: Callable[[int], bool]
+    clean: Callable[[int], bool]
+    rederive: bool
+    memo: dict[int, int] | None = None
+    rev: dict[int, set[int]] | None = None
+
+    def invalidate(self, key: int) -> None:
+        memo, rev = self.memo, self.rev
+        if memo is None or rev is None:
+            return
+        stack = [key]
+        seen = {key}
+        while stack:
+            x = stack.pop()
+            memo.pop(x, None)
+            for d in rev.pop(x, ()):
+                if d not in seen:
+                    seen.add(d)
+                    stack.append(d)
+
+
+def substitute_fixed(sub: Sub, root: int) -> int:
+    """tinygrad's bottom-up graph_rewrite with the substitute pattern (RewriteContext.unified_rewrite, bpm only)."""
+    nodes, dvars, skip, clean = sub.nodes, sub.dvars, sub.skip, sub.clean
+    src = nodes.src
+    replace: dict[int, int] = {} if sub.memo is None else sub.memo
+    rev = sub.rev
+    waiting: dict[int, list[tuple[int, int, int]]] = {}
+    on_stack = {root}
+    stack = [(root, 0, root)]
+
+    def done(n: int, v: int, deps: Iterable[int]) -> None:
+        replace[n] = v
+        if rev is not None:
+            for d in deps:
+                rev.setdefault(d, set()).add(n)
+        if n in waiting:
+            stack.extend(waiting.pop(n))
+
+    while stack:
+        n, stage, cur = stack.pop()
+        if n in replace:
+            continue
+        if stage == 0:  # look the node up (to a fixed point), then visit the result's sources
+            if clean(n):
+                done(n, n, ())
+                continue
+            cur = _fixed_point(n, dvars)
+            if rev is not None and cur != n:
+                _chain_deps(n, dvars, rev)
+            stack.append((n, 1, cur))
+            if skip(cur):
+                replace[src[cur][0]] = src[cur][0]
+            for s in reversed(src[cur]):
+                if s not in on_stack:
+                    stack.append((s, 0, s))
+                    on_stack.add(s)
+        elif stage == 1:  # all sources done: keep, or rebuild and look the rebuilt node up again
+            new: list[int] = []
+            for s in src[cur]:
+                if (r := replace.get(s)) is None:
+                    waiting.setdefault(s, []).append((n, 1, cur))
+                    break
+                new.append(r)
+            else:
+                if tuple(new) == src[cur]:
+                    done(n, cur, src[cur])
+                else:
+                    rebuilt = nodes.rebuild(cur, tuple(new), sub.rederive)
+                    if rev is not None:
+                        for s in src[cur]:
+                            rev.setdefault(s, set()).add(n)
+                    stack.append((n, 2, rebuilt))
+                    stack.append((rebuilt, 0, rebuilt))
+        elif (r := replace.get(cur)) is None:  # stage 2: link n to its rebuilt node's result
+            waiting.setdefault(cur, []).append((n, 2, cur))
+        else:
+            done(n, r, (cur,))
+    if root not in replace:
+        raise ReplayError("substitution did not finish (a replacement contains the node it replaces)")
+    return replace[root]
+
+
+def _chain_deps(n: int, dvars: dict[int, int], rev: dict[int, set[int]]) -> None:
+    """n's result depends on the lookups along its replacement chain."""
+    x = dvars[n]
+    seen = {n}
+    while x not in seen:
+        seen.add(x)
+        rev.setdefault(x, set()).add(n)
+        if (x := dvars.get(x, x)) in seen:
+            break
+
+
+def substitute_walk(sub: Sub, root: int) -> int:
+    """Single-pass walk (RewriteContext.walk_rewrite with a bottom-up lookup; also 0.10.0's _replace_uop)."""
+    nodes, dvars, skip, clean = sub.nodes, sub.dvars, sub.skip, sub.clean
+    src = nodes.src
+    replace: dict[int, int] = {}
+    stack = [(root, False)]
+    while stack:
+        n, visited = stack.pop()
+        if n in replace:
+            continue
+        if not visited:
+            if (r := dvars.get(n)) is not None:
+                replace[n] = r
+                continue
+            if clean(n):
+                replace[n] = n
+                continue
+            stack.append((n, True))
+            if skip(n):
+                replace[src[n][0]] = src[n][0]
+            stack.extend((s, False) for s in reversed(src[n]) if s not in replace)
+        else:
+            new = tuple(replace.get(s, s) for s in src[n])
+            replace[n] = nodes.rebuild(n, new, sub.rederive) if new != src[n] else n
+    return replace.get(root, root)
+
+
+class LiveGraph:
+    """The node set of one graph, kept up to date as its root changes: reference counts and users per node, so
+    that a step costs in proportion to what it changes, not to the graph."""
+
+    def __init__(self, nodes: Nodes, root: int) -> None:
+        self.src = nodes.src
+        self.ref: dict[int, int] = {}
+        self.users: dict[int, set[int]] = {}
+        self.root = root
+        self.added = self._add(root)
+        self.ref[root] += 1
+
+    def __contains__(self, n: int) -> bool:
+        return n in self.ref
+
+    def __len__(self) -> int:
+        return len(self.ref)
+
+    def _add(self, root: int) -> list[int]:
+        """Register every node under `root` not yet present; return them (sources first)."""
+        ref, users, src = self.ref, self.users, self.src
+        added: list[int] = []
+        if root in ref:
+            return added
+        stack = [(root, False)]
+        while stack:
+            n, done = stack.pop()
+            if n in ref:
+                continue
+            if not done:
+                stack.append((n, True))
+                stack.extend((s, False) for s in src[n] if s not in ref)
+                continue
+            ref[n] = 0
+            users[n] = set()
+            for s in src[n]:
+                ref[s] += 1
+                users[s].add(n)
+            added.append(n)
+        return added
+
+    def _drop(self, n: int) -> list[int]:
+        ref, users, src = self.ref, self.users, self.src
+        ref[n] -= 1
+        removed: list[int] = []
+        stack = [n] if ref[n] == 0 else []
+        while stack:
+            x = stack.pop()
+            del ref[x], users[x]
+            removed.append(x)
+            for s in src[x]:
+                ref[s] -= 1
+                users[s].discard(x)
+                if ref[s] == 0:
+                    stack.append(s)
+        return removed
+
+    def set_root(self, root: int) -> tuple[list[int], list[int]]:
+        """Make `root` the graph's root; return (added, removed) nodes."""
+        if root == self.root:
+            return [], []
+        added = self._add(root)
+        self.ref[root] += 1
+        old, self.root = self.root, root
+        return added, self._drop(old)
+
+    def ancestors(self, seeds: Iterable[int], into: set[int]) -> set[int]:
+        """`into` plus the seeds present in the graph and every node above them."""
+        users = self.users
+        stack = [s for s in seeds if s in self.ref and s not in into]
+        into.update(stack)
+        while stack:
+            for u in users[stack.pop()]:
+                if u not in into:
+                    into.add(u)
+                    stack.append(u)
+        return into
+
+
+def _never(n: int) -> bool:
+    return False
+
+
+def _cleaner(base: LiveGraph, dirty: set[int], dvars: dict[int, int], src: list[tuple[int, ...]]
+             ) -> Callable[[int], bool]:
+    """clean(n): no replacement key at or below n. Exact for nodes of `base` (`dirty` holds every node of base with a
+    key below it); computed (and remembered for this substitution) for nodes outside it."""
+    memo: dict[int, bool] = {}
+
+    def clean(n: int) -> bool:
+        if n in base.ref:
+            return n not in dirty
+        if (hit := memo.get(n)) is not None:
+            return hit
+        stack = [n]
+        while stack:  # iterative: replacement subgraphs can be deep
+            x = stack[-1]
+            if x in dvars:
+                memo[x] = False
+                stack.pop()
+                continue
+            pending = [s for s in src[x] if s not in base.ref and s not in memo]
+            if pending:
+                stack.extend(pending)
+                continue
+            stack.pop()
+            memo[x] = all((s not in dirty) if s in base.ref else memo[s] for s in src[x])
+        return memo[n]
+
+    return clean
+
+
+# ---- steps ----
+
+@dataclass
+class Step:
+    """The graph after `index` matches (0: the input graph) of one rewrite."""
+
+    index: int
+    match: int | None = None  # index into Rewrite.matches (None for the input graph)
+    sink: int | None = None  # root of the graph (None: not replayed)
+    before: int | None = None  # the matched node (u0)
+    after: int | None = None  # its replacement (u1)
+    created: frozenset[int] = frozenset()  # nodes of u1 that are new in this graph
+    rebuilt: frozenset[int] = frozenset()  # other new nodes (users rebuilt around the replacement)
+    size: int = 0  # nodes in the graph
+    error: str | None = None
+
+
+@dataclass
+class Replay:
+    rewrite: Rewrite
+    steps: list[Step] = field(default_factory=list)
+
+    @property
+    def final(self) -> int | None:
+        """Root of the last replayed graph (None if not even the input could be rebuilt)."""
+        return next((s.sink for s in reversed(self.steps) if s.sink is not None), None)
+
+
+def real_matches(rw: Rewrite) -> list[tuple[int, Match]]:
+    """(index, match) of the matches that replaced something (0.10.0 also records visits without a match)."""
+    return [(i, m) for i, m in enumerate(rw.matches) if m.after is not None]
+
+
+class Replayer:
+    """Replays rewrites of one log into one Nodes session (share it within a context: chained rewrites share nodes)."""
+
+    def __init__(self, nodes: Nodes) -> None:
+        self.nodes = nodes
+        self.rules = semantics(nodes.release)
+
+    def replay(self, rw: Rewrite) -> Replay:
+        out = Replay(rw)
+        matches = real_matches(rw)
+        try:
+            sink = self.nodes.load(rw.sink)
+        except ReplayError as e:
+            err = f"input graph: {e}"
+            out.steps = [Step(0, error=err)] + [Step(k, i, error=err) for k, (i, _) in enumerate(matches, 1)]
+            return out
+        live = LiveGraph(self.nodes, sink)
+        out.steps.append(Step(0, sink=sink, size=len(live)))
+        if matches:
+            _Run(self, out.rewrite, live).steps(out.steps, matches)
+        return out
+
+
+class _Run:
+    """The match loop of one rewrite (tinygrad: get_full_rewrite)."""
+
+    def __init__(self, r: Replayer, rw: Rewrite, live: LiveGraph) -> None:
+        rules, self.nodes = r.rules, r.nodes
+        walk = rules.always_walk or (rules.walk_flag and rw.walk)
+        self.sub = substitute_walk if walk else substitute_fixed
+        mode = "enter" if rules.call_bodies == "opaque" and rw.enter_calls else rules.call_bodies
+        self.skip = _call_rule(self.nodes, mode)
+        self.rederive = rules.rebuild_dtype
+        self.advance = {"always": True, "never": False}.get(rules.advance, not rw.bottom_up)
+        self.live = live  # the graph of the latest step
+        self.base = live if self.advance else LiveGraph(self.nodes, live.root)  # what each substitution starts from
+        self.dvars: dict[int, int] = {}
+        self.keys_in_base: set[int] = set()  # advancing: replacement keys present in the current graph
+        self.dirty0: set[int] = set()  # bottom-up: nodes of the original graph with a key below them
+        # results persist across steps unless a call body could be skipped (tinygrad's order-dependent rule)
+        self.memo: dict[int, int] | None = None if walk or self._has_calls(live.ref) else {}
+        self.rev: dict[int, set[int]] = {}
+
+    def _has_calls(self, nodes: Iterable[int]) -> bool:
+        return any(self.skip(n) for n in nodes)
+
+    def steps(self, out: list[Step], matches: list[tuple[int, Match]]) -> None:
+        failed = None
+        for k, (i, m) in enumerate(matches, 1):
+            if failed is not None:
+                out.append(Step(k, i, error=f"not replayed: step {failed} failed"))
+                continue
+            try:
+                u0, u1 = self.nodes.load(m.before), self.nodes.load(m.after)  # type: ignore[arg-type]
+            except ReplayError as e:
+                out.append(Step(k, i, self.live.root, size=len(self.live), error=f"match left out: {e}"))
+                continue
+            step = self.apply(k, i, u0, u1)
+            failed = k if step.error else None
+            out.append(step)
+
+    def apply(self, k: int, i: int, u0: int, u1: int) -> Step:
+        if u0 != u1:
+            self.dvars[u0] = u1
+        error = None
+        try:
+            new = self.sub(self._sub(u0), self.base.root)
+        except ReplayError as e:
+            new, error = self.nodes.error(str(e)), f"substitution failed: {e}"
+        added, removed = self.live.set_root(new)
+        if self.advance:
+            self.keys_in_base.update(n for n in added if n in self.dvars)
+            self.keys_in_base.difference_update(removed)
+        if self.memo is not None and self._has_calls(added):
+            self.memo = None
+        created = self._created(u1, set(added))
+        return Step(k, i, new, u0, u1, created, frozenset(added) - created, len(self.live), error)
+
+    def _sub(self, u0: int) -> Sub:
+        # bookkeeping of where the keys are, in both modes (the memo is dropped when a skippable call shows up)
+        if self.advance:
+            if u0 in self.base:
+                self.keys_in_base.add(u0)
+        else:
+            self.base.ancestors([u0], self.dirty0)
+        if self.memo is not None:
+            sub = Sub(self.nodes, self.dvars, self.skip, _never, self.rederive, self.memo, self.rev)
+            sub.invalidate(u0)
+            return sub
+        dirty = self.base.ancestors(self.keys_in_base, set()) if self.advance else self.dirty0
+        return Sub(self.nodes, self.dvars, self.skip, _cleaner(self.base, dirty, self.dvars, self.nodes.src),
+                   self.rederive)
+
+    def _created(self, u1: int, fresh: set[int]) -> frozenset[int]:
+        """The new nodes of this graph that belong to the replacement (u1 and its new sources)."""
+        if not fresh:
+            return frozenset()
+        src, live = self.nodes.src, self.live
+        out: set[int] = set()
+        seen = {u1}
+        stack = [u1]
+        while stack:
+            x = stack.pop()
+            if x in fresh:
+                out.add(x)
+            elif x in live:
+                continue  # an old node: nothing new below it
+            for s in src[x]:
+                if s not in seen:
+                    seen.add(s)
+                    stack.append(s)
+        return frozenset(out)
+
+
+def replay_all(log: RewriteLog, rewrites: Iterable[Rewrite]) -> list[Replay]:
+    """Replay rewrites (of one context, in order) in one session."""
+    r = Replayer(Nodes(log))
+    return [r.replay(rw) for rw in rewrites]
