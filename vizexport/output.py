@@ -8,11 +8,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
+TMP_SUFFIX = ".part"  # temporary files end so; an interrupted run's leftovers can be found by it
+
 
 @contextmanager
 def atomic_file(path: Path) -> Iterator[BinaryIO]:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TMP_SUFFIX)
     try:
         with os.fdopen(fd, "wb") as f:
             yield f

@@ -6,7 +6,6 @@ becomes a small SVG saying so. Files are written to a temporary name beside the 
 """
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 from collections.abc import Iterable
@@ -17,7 +16,8 @@ from xml.sax.saxutils import escape
 import graphviz
 from graphviz.backend import dot_command, execute
 
-TMP_SUFFIX = ".vxtmp"
+from ..output import TMP_SUFFIX, atomic_file
+
 CAPTION_PT = 16
 _NOISE = re.compile(rb"<!--.*?-->\n|<title>[^<]*</title>\n", re.S)  # per-node comments and "n12" titles
 _FONT = b' font-family="Helvetica,sans-Serif"'
@@ -118,14 +118,8 @@ def captioned(svg: bytes, caption: str) -> bytes:
 
 def write_atomic(path: Path, data: bytes) -> None:
     """Write `data` to `path` via a temporary file in the same folder: readers never see a partial file."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}{TMP_SUFFIX}")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    with atomic_file(path) as f:
+        f.write(data)
 
 
 def remove_leftovers(root: Path) -> None:
