@@ -380,7 +380,7 @@ def test_dot_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 
 def test_interrupt_leaves_no_partial_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    real = export_mod.render_one
+    real = export_mod.render_batch
     calls = []
 
     def interrupted(*args, **kwargs):
@@ -388,8 +388,8 @@ def test_interrupt_leaves_no_partial_files(tmp_path: Path, monkeypatch: pytest.M
         if len(calls) == 3:
             raise KeyboardInterrupt
         return real(*args, **kwargs)
-    monkeypatch.setattr(export_mod, "render_one", interrupted)
-    monkeypatch.setattr(export_mod, "BATCH_NODES", 0)
+    monkeypatch.setattr(export_mod, "render_batch", interrupted)
+    monkeypatch.setattr(export_mod, "BATCH_SIZE", 1)
     log = log_of("sample/rewrites.pkl")
     (tmp_path / "manifest.json").write_text("{}")  # a previous run's manifest must not survive
     with pytest.raises(KeyboardInterrupt):

@@ -45,11 +45,12 @@ _FAMILIES: dict[str, tuple[str, ...]] = {
 }
 COLORS = {op: color for color, ops in _FAMILIES.items() for op in ops}
 DARK = {ERROR_OP: "#1a1b26"}
-# layout effort bounded (crossing minimisation, network simplex) and straight edges: tinygrad's kernel graphs have
-# long edges (ranges, buffers used all over), which Graphviz's defaults can take minutes to route
+# layout effort bounded and straight edges: tinygrad's kernel graphs have long edges (ranges, buffers used all over),
+# which with Graphviz's defaults take minutes to lay out. nslimit=0 skips the network simplex that straightens node
+# x positions: it can take seconds on such graphs and changes little; mclimit bounds crossing minimisation.
 HEADER = ('digraph step {\n'
           'graph [rankdir=TB, fontname="Helvetica", fontsize=11, nodesep=0.15, ranksep=0.3, splines=line, '
-          'mclimit=0.02, nslimit=0.3, nslimit1=0.3, searchsize=10, remincross=false];\n'
+          'mclimit=0.02, nslimit=0, nslimit1=0.3, searchsize=10, remincross=false];\n'
           'node [shape=box, style="filled", fontname="Helvetica", fontsize=9, margin="0.06,0.03", '
           'height=0.3, penwidth=1];\n'
           'edge [fontname="Helvetica", fontsize=8, arrowsize=0.5, color="#606060", fontcolor="#1c7ed6", '
@@ -89,7 +90,8 @@ class Labels:
         hit = self._head.get(n)
         if hit is None:
             nodes = self.nodes
-            lines = [nodes.op[n], *self.text.lines(nodes.arg[n])]
+            arg = self.text.lines(nodes.arg[n])
+            lines = [nodes.op[n], *(arg if arg != [nodes.dtype[n]] else ())]  # CAST's arg is its dtype
             if nodes.dtype[n] != "void":
                 lines.append(nodes.dtype[n])
             if nodes.tag[n] is not None:

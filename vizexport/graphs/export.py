@@ -14,6 +14,7 @@ import os
 import re
 import signal
 import tempfile
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,19 +24,18 @@ from ..records import Match, Rewrite, RewriteLog
 from .diff import match_diff
 from .dot import Drawer, Drawn, Labels
 from .render import (
-    Rendered,
     captioned,
     check_dot,
     remove_leftovers,
     render_batch,
-    render_one,
+    use_builtin_metrics,
     write_atomic,
 )
 from .replay import Nodes, Replay, Replayer, Step
 
 STEP_LIMIT = 50  # rewrites with at most this many matches get every step by default
-BATCH_NODES = 100  # graphs this small are laid out several to one dot process
-BATCH_SIZE = 24
+BATCH_NODES = 1200  # graphs are laid out several to one dot process, up to this many nodes in all
+BATCH_SIZE = 32
 MANIFEST = "manifest.json"
 
 
@@ -58,16 +58,17 @@ class Task:
 
 def render_rewrites(log: RewriteLog, outdir: Path | str, ctx: str | None = None, rewrite: str | None = None,
                     all_steps: bool = False, max_nodes: int = 400, jobs: int | None = None,
-                    timeout: float = 30.0) -> dict:
+                    timeout: float = 30.0, progress: Callable[[int, int], None] | None = None) -> dict:
     """Render the steps of a rewrites trace as SVGs under `outdir`; return the manifest (also written to
     outdir/manifest.json).
 
     ctx / rewrite: regular expressions (re.search) selecting contexts by name and rewrites by name. By default every
     rewrite gets its first and last state and, with at most 50 matches, every step; `all_steps` renders every step.
-    Graphs above `max_nodes` show the neighbourhood of the change, with a note. `jobs`: processes (default: CPUs).
-    `timeout`: seconds Graphviz may spend on one graph before it is replaced by a note.
-    Raises InputError for input that is not a non-empty rewrites trace or a selection that matches nothing, and
-    render.DotMissing when Graphviz is not installed.
+    Graphs above `max_nodes` show the neighbourhood of the change, with a note. `jobs`: processes (default: the CPUs
+    this process may use). `timeout`: seconds Graphviz may spend on one graph before it is replaced by a note.
+    `progress(done, total)` is called as work completes (units: rough cost), e.g. to drive a progress bar.
+    Raises InputError for input that is not a non-empty rewrites trace or a selection that matches nothing,
+    ValueError for a non-positive max_nodes or timeout, and DotMissing when Graphviz is not installed.
     """
     tasks, slugs = _select(log, ctx, rewrite)
     if max_nodes < 1 or timeout <= 0:
@@ -78,8 +79,9 @@ def render_rewrites(log: RewriteLog, outdir: Path | str, ctx: str | None = None,
     (out / MANIFEST).unlink(missing_ok=True)  # present again only once this run completes
     opts = Options(all_steps, max_nodes, timeout)
     with tempfile.TemporaryDirectory(prefix="vizexport-graphs-") as cache:
+        use_builtin_metrics(Path(cache) / "gvbin")
         try:
-            results = _run_tasks(log, tasks, out, Path(cache), opts, jobs)
+            results = _run_tasks(log, tasks, out, Path(cache), opts, jobs, progress)
         except BaseException:
             remove_leftovers(out)
             raise
@@ -132,11 +134,38 @@ def _select(log: Any, ctx: str | None, rewrite: str | None) -> tuple[list[Task],
             continue
         chosen = tuple(ri for ri, rw in enumerate(c.rewrites) if rre is None or rre.search(rw.name))
         if chosen or rre is None:  # a context without rewrites is listed too, unless rewrites were selected
-            cost = sum(len(c.rewrites[ri].matches) + 1 for ri in chosen)
-            tasks.append(Task(ci, chosen, slugs[ci], cost))
+            tasks.append(Task(ci, chosen, slugs[ci], sum(_cost(c.rewrites[ri]) for ri in chosen)))
     if not any(t.rewrites for t in tasks):
         raise InputError(f"{log.path}: no rewrite matches the selection (ctx={ctx!r}, rewrite={rewrite!r})")
     return tasks, slugs
+
+
+def _cost(rw: Rewrite) -> int:
+    """Rough work of one rewrite: graphs laid out (by the default policy) and matches replayed."""
+    n = len(rw.matches)
+    return 20 * (n + 1 if n <= STEP_LIMIT else 2) + n
+
+
+def _split(tasks: list[Task], jobs: int) -> list[Task]:
+    """Big contexts cut into runs of rewrites (replayed independently), so that no one task holds up the rest."""
+    target = max(200, sum(t.cost for t in tasks) // (jobs * 8))
+    log: RewriteLog = _STATE["log"]
+    out = []
+    for t in tasks:
+        if t.cost <= target:
+            out.append(t)
+            continue
+        run: list[int] = []
+        cost = 0
+        for ri in t.rewrites:
+            run.append(ri)
+            cost += _cost(log.contexts[t.ctx].rewrites[ri])
+            if cost >= target:
+                out.append(Task(t.ctx, tuple(run), t.folder, cost))
+                run, cost = [], 0
+        if run:
+            out.append(Task(t.ctx, tuple(run), t.folder, cost))
+    return out
 
 
 # ---- running contexts, in this process or in a pool ----
@@ -144,16 +173,24 @@ def _select(log: Any, ctx: str | None, rewrite: str | None) -> tuple[list[Task],
 _STATE: dict[str, Any] = {}  # what forked workers inherit: the log, output folder, cache folder, options
 
 
-def _run_tasks(log: RewriteLog, tasks: list[Task], out: Path, cache: Path, opts: Options,
-               jobs: int | None) -> dict[int, dict]:
+def default_jobs() -> int:
+    """CPUs this process may run on (taskset and cgroup limits included where the OS says)."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity else (os.cpu_count() or 1)
+
+
+def _run_tasks(log: RewriteLog, tasks: list[Task], out: Path, cache: Path, opts: Options, jobs: int | None,
+               progress: Callable[[int, int], None] | None) -> dict[int, dict]:
+    """Run every task; return one manifest entry per context (parts of split contexts joined in order)."""
     _STATE.update(log=log, out=out, cache=cache, opts=opts)
-    jobs = max(1, jobs if jobs is not None else (os.cpu_count() or 1))
-    order = sorted(tasks, key=lambda t: -t.cost)  # biggest first: better balance
-    if jobs == 1 or len(tasks) == 1 or "fork" not in multiprocessing.get_all_start_methods():
-        return {t.ctx: render_context(t) for t in order}
-    pool = multiprocessing.get_context("fork").Pool(min(jobs, len(tasks)), initializer=_worker_init)
+    jobs = max(1, jobs if jobs is not None else default_jobs())
+    order = sorted(_split(tasks, jobs), key=lambda t: -t.cost)  # biggest first: better balance
+    total = sum(t.cost for t in order)
+    if jobs == 1 or len(order) == 1 or "fork" not in multiprocessing.get_all_start_methods():
+        return _join(_reporting((render_context(t) for t in order), total, progress))
+    pool = multiprocessing.get_context("fork").Pool(min(jobs, len(order)), initializer=_worker_init)
     try:
-        results = {r["index"]: r for r in pool.imap_unordered(render_context, order)}
+        results = _join(_reporting(pool.imap_unordered(render_context, order), total, progress))
         pool.close()
         return results
     except BaseException:
@@ -161,6 +198,30 @@ def _run_tasks(log: RewriteLog, tasks: list[Task], out: Path, cache: Path, opts:
         raise
     finally:
         pool.join()
+
+
+def _reporting(parts: Iterable[dict], total: int, progress: Callable[[int, int], None] | None) -> Iterator[dict]:
+    done = 0
+    for p in parts:
+        done += p["_cost"]
+        if progress is not None:
+            progress(done, total)
+        yield p
+
+
+def _join(parts: Iterable[dict]) -> dict[int, dict]:
+    out: dict[int, dict] = {}
+    for p in parts:
+        c = out.get(p["index"])
+        if c is None:
+            out[p["index"]] = p
+            continue
+        c["rewrites"] += p["rewrites"]
+        for k, v in p["_stats"].items():
+            c["_stats"][k] += v
+    for c in out.values():
+        c["rewrites"].sort(key=lambda r: r["index"])
+    return out
 
 
 def _worker_init() -> None:
@@ -183,7 +244,7 @@ def render_context(task: Task) -> dict:
     entries = [job.rewrite(ri, c.rewrites[ri], replayer.replay(c.rewrites[ri])) for ri in task.rewrites]
     job.svgs.flush()
     return {"index": task.ctx, "name": c.key.name, "color": c.key.color, "path": task.folder, "rewrites": entries,
-            "_stats": job.stats()}
+            "_stats": job.stats(), "_cost": task.cost}
 
 
 class _ContextJob:
@@ -292,7 +353,8 @@ class SvgWriter:
     def __init__(self, out: Path, cache: Path, timeout: float) -> None:
         self.out, self.cache, self.timeout = out, cache, timeout
         self.status: dict[str, str] = {}  # rendered here: digest → "ok" | "timeout" | "error"
-        self.pending: dict[str, _Pending] = {}  # small graphs waiting for a batch
+        self.pending: dict[str, _Pending] = {}  # graphs waiting for a batch
+        self.nodes = 0  # nodes drawn in the pending batch
         self.files = self.renders = self.timeouts = self.errors = 0
         self.dirs: set[str] = set()
 
@@ -302,43 +364,37 @@ class SvgWriter:
             self.pending[key].dests.append((rel, caption, entry))
             return
         if key in self.status or (self.cache / key).exists():
-            self._emit(key, [(rel, caption, entry)])
+            data = (self.cache / key).read_bytes()
+            self._emit(chr(data[0]), data[1:], [(rel, caption, entry)])
             return
-        size = f" ({drawn.nodes} nodes shown)"
-        if drawn.nodes > BATCH_NODES:
-            self._store(key, render_one(drawn.text, self.timeout, size))
-            self._emit(key, [(rel, caption, entry)])
-            return
-        self.pending[key] = _Pending(drawn.text, size, drawn.nodes, [(rel, caption, entry)])
-        if len(self.pending) >= BATCH_SIZE:
+        if self.pending and self.nodes + drawn.nodes > BATCH_NODES:
+            self.flush()
+        self.pending[key] = _Pending(drawn.text, f" ({drawn.nodes} nodes shown)", drawn.nodes,
+                                     [(rel, caption, entry)])
+        self.nodes += drawn.nodes
+        if len(self.pending) >= BATCH_SIZE or self.nodes >= BATCH_NODES:
             self.flush()
 
     def flush(self) -> None:
-        batch, self.pending = self.pending, {}
+        batch, self.pending, self.nodes = self.pending, {}, 0
         if not batch:
             return
         keys = list(batch)
         done = render_batch([batch[k].dot for k in keys], self.timeout, [batch[k].size for k in keys])
         for k, r in zip(keys, done, strict=True):
-            self._store(k, r)
-            self._emit(k, batch[k].dests)
+            self.renders += 1
+            self.status[k] = r.status
+            _put(self.cache / k, r.status[0].encode() + r.svg)
+            self._emit(r.status[0], r.svg, batch[k].dests)
 
-    def _store(self, key: str, r: Rendered) -> None:
-        self.renders += 1
-        self.status[key] = r.status
-        write_atomic(self.cache / key, r.status[0].encode() + r.svg)
-
-    def _emit(self, key: str, dests: list[tuple[str, str, dict]]) -> None:
-        data = (self.cache / key).read_bytes()
-        status = {"o": "ok", "t": "timeout", "e": "error"}[chr(data[0])]
-        svg = data[1:]
+    def _emit(self, status: str, svg: bytes, dests: list[tuple[str, str, dict]]) -> None:
         for rel, caption, entry in dests:
             self._write(rel, captioned(svg, caption))
             self.files += 1
-            if status == "timeout":
+            if status == "t":
                 entry["timeout"] = True
                 self.timeouts += 1
-            elif status == "error":
+            elif status == "e":
                 entry["render_error"] = True
                 self.errors += 1
 
@@ -354,6 +410,13 @@ class SvgWriter:
         write_atomic(path, data)
 
 
+def _put(path: Path, data: bytes) -> None:
+    """Write a cache file (in our temporary folder) so that other workers never read a partial one."""
+    tmp = path.with_name(f"{path.name}.{os.getpid()}")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
 # ---- manifest ----
 
 def _manifest(log: RewriteLog, tasks: list[Task], slugs: list[str], results: dict[int, dict], opts: Options,
@@ -362,6 +425,7 @@ def _manifest(log: RewriteLog, tasks: list[Task], slugs: list[str], results: dic
     contexts = [results[t.ctx] for t in tasks]
     totals = {"svg_files": 0, "unique_graphs": 0, "capped": 0, "timeouts": 0, "render_errors": 0, "replay_errors": 0}
     for c in contexts:
+        c.pop("_cost")
         for k, v in c.pop("_stats").items():
             totals[k] += v
     rewrites = [r for c in contexts for r in c["rewrites"]]

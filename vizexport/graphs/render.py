@@ -6,6 +6,7 @@ becomes a small SVG saying so. Files are written to a temporary name beside the 
 """
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from collections.abc import Iterable
@@ -21,11 +22,15 @@ from ..output import TMP_SUFFIX, atomic_file
 CAPTION_PT = 16
 _NOISE = re.compile(rb"<!--.*?-->\n|<title>[^<]*</title>\n", re.S)  # per-node comments and "n12" titles
 _FONT = b' font-family="Helvetica,sans-Serif"'
+_GRAPH_ID = re.compile(rb'<g id="[^"]*" class="graph"')  # "page0,3_graph0" for the 4th graph of a batch
 _SIZE = re.compile(rb'width="([0-9.]+)pt" height="([0-9.]+)pt"\s+viewBox="([-0-9. ]+)"')
 
 
 class DotMissing(RuntimeError):
     """Graphviz's `dot` is not installed."""
+
+
+_ENV: dict[str, str] | None = None  # environment for dot (see use_builtin_metrics); None: the inherited one
 
 
 @dataclass
@@ -45,7 +50,51 @@ def check_dot() -> str:
 
 def _run(data: bytes, timeout: float) -> bytes:
     cmd = dot_command.command("dot", "svg")
-    return execute.run_check(cmd, input=data, capture_output=True, quiet=True, timeout=timeout).stdout
+    return execute.run_check(cmd, input=data, capture_output=True, quiet=True, timeout=timeout, env=_ENV).stdout
+
+
+def use_builtin_metrics(folder: Path) -> bool:
+    """Make dot size text with its built-in font metrics instead of a text-layout plugin (pango): a copy of
+    Graphviz's plugin configuration without text layout, in `folder` (GVBINDIR). Labels are measured a quarter
+    faster and layouts no longer depend on the fonts installed. Returns False (changing nothing) where that cannot
+    be arranged."""
+    global _ENV
+    try:
+        probe = subprocess.run(["dot", "-v", "-Tcanon"], input=b"digraph{}", capture_output=True, timeout=30)
+        m = re.search(rb'libdir = "([^"]+)"', probe.stderr)
+        libdir = Path(m.group(1).decode()) if m else None
+        configs = sorted(libdir.glob("config*")) if libdir and libdir.is_dir() else []
+        if not configs:
+            return False
+        folder.mkdir(parents=True, exist_ok=True)
+        for f in libdir.iterdir():
+            if not f.name.startswith("config"):
+                (folder / f.name).symlink_to(f)
+        for c in configs:
+            (folder / c.name).write_text(_without_textlayout(c.read_text()))
+        env = {**os.environ, "GVBINDIR": str(folder)}
+        check = subprocess.run(["dot", "-Tsvg"], input=b'digraph{a [fontname="Helvetica"]}', capture_output=True,
+                               timeout=30, env=env)
+        if check.returncode or check.stderr or b"<svg" not in check.stdout:
+            return False
+    except (OSError, subprocess.SubprocessError, UnicodeDecodeError):
+        return False
+    _ENV = env
+    return True
+
+
+def _without_textlayout(config: str) -> str:
+    """A Graphviz plugin configuration (config6a, config8, …) without its `textlayout` providers (pango, gd)."""
+    out, skipping = [], 0
+    for line in config.splitlines(keepends=True):
+        if not skipping and line.strip().startswith("textlayout") and line.rstrip().endswith("{"):
+            skipping = 1
+            continue
+        if skipping:
+            skipping += line.count("{") - line.count("}")
+            continue
+        out.append(line)
+    return "".join(out)
 
 
 def render_one(dot: str, timeout: float, size: str = "") -> Rendered:
@@ -75,8 +124,9 @@ def render_batch(dots: list[str], timeout: float, sizes: list[str] | None = None
 
 
 def compact(svg: bytes) -> bytes:
-    """Graphviz's SVG without per-element comments and id titles, the font given once (a third smaller)."""
-    svg = _NOISE.sub(b"", svg)
+    """Graphviz's SVG without per-element comments and id titles, the font given once (a third smaller), and
+    the same whatever its position in a batch."""
+    svg = _GRAPH_ID.sub(b'<g id="graph0" class="graph"', _NOISE.sub(b"", svg), count=1)
     if _FONT in svg:
         svg = svg.replace(_FONT, b"").replace(b"<svg ", b"<svg" + _FONT + b" ", 1)
     return svg

@@ -205,11 +205,11 @@ class Nodes:
 
 # ---- substitution ----
 
-def _call_rule(nodes: Nodes, mode: str) -> Callable[[int], bool]:
-    """Whether a node is a call whose body (src[0]) substitution leaves alone."""
+def _call_rule(nodes: Nodes, mode: str) -> Callable[[int], bool] | None:
+    """Whether a node is a call whose body (src[0]) substitution leaves alone (None: never)."""
     op, src = nodes.op, nodes.src
     if mode == "enter":
-        return lambda n: False
+        return None
     if mode == "skip":
         return lambda n: op[n] in CALLS and bool(src[n])
     return lambda n: bool(src[n]) and (op[n] == "FUNCTION" or (op[n] == "CALL" and op[src[n][0]] in OPAQUE_BODIES))
@@ -236,8 +236,8 @@ class Sub:
 
     nodes: Nodes
     dvars: dict[int, int]
-    skip: Callable[[int], bool]
-    clean: Callable[[int], bool]
+    skip: Callable[[int], bool] | None  # None: no call bodies to skip
+    clean: Callable[[int], bool] | None  # None: every node may change
     rederive: bool
     memo: dict[int, int] | None = None
     rev: dict[int, set[int]] | None = None
@@ -280,14 +280,15 @@ def substitute_fixed(sub: Sub, root: int) -> int:
         if n in replace:
             continue
         if stage == 0:  # look the node up (to a fixed point), then visit the result's sources
-            if clean(n):
+            if clean is not None and clean(n):
                 done(n, n, ())
                 continue
-            cur = _fixed_point(n, dvars)
-            if rev is not None and cur != n:
-                _chain_deps(n, dvars, rev)
+            if n in dvars:
+                cur = _fixed_point(n, dvars)
+                if rev is not None:
+                    _chain_deps(n, dvars, rev)
             stack.append((n, 1, cur))
-            if skip(cur):
+            if skip is not None and skip(cur):
                 replace[src[cur][0]] = src[cur][0]
             for s in reversed(src[cur]):
                 if s not in on_stack:
@@ -332,7 +333,8 @@ def _chain_deps(n: int, dvars: dict[int, int], rev: dict[int, set[int]]) -> None
 
 def substitute_walk(sub: Sub, root: int) -> int:
     """Single-pass walk (RewriteContext.walk_rewrite with a bottom-up lookup; also 0.10.0's _replace_uop)."""
-    nodes, dvars, skip, clean = sub.nodes, sub.dvars, sub.skip, sub.clean
+    nodes, dvars = sub.nodes, sub.dvars
+    skip, clean = sub.skip or _never, sub.clean or _never
     src = nodes.src
     replace: dict[int, int] = {}
     stack = [(root, False)]
@@ -364,7 +366,7 @@ class LiveGraph:
     def __init__(self, nodes: Nodes, root: int) -> None:
         self.src = nodes.src
         self.ref: dict[int, int] = {}
-        self.users: dict[int, set[int]] = {}
+        self.users: dict[int, set[int]] | None = None  # built when first needed, then kept up to date
         self.root = root
         self.added = self._add(root)
         self.ref[root] += 1
@@ -391,10 +393,12 @@ class LiveGraph:
                 stack.extend((s, False) for s in src[n] if s not in ref)
                 continue
             ref[n] = 0
-            users[n] = set()
             for s in src[n]:
                 ref[s] += 1
-                users[s].add(n)
+            if users is not None:
+                users[n] = set()
+                for s in src[n]:
+                    users[s].add(n)
             added.append(n)
         return added
 
@@ -405,11 +409,14 @@ class LiveGraph:
         stack = [n] if ref[n] == 0 else []
         while stack:
             x = stack.pop()
-            del ref[x], users[x]
+            del ref[x]
             removed.append(x)
+            if users is not None:
+                del users[x]
+                for s in src[x]:
+                    users[s].discard(x)
             for s in src[x]:
                 ref[s] -= 1
-                users[s].discard(x)
                 if ref[s] == 0:
                     stack.append(s)
         return removed
@@ -426,6 +433,11 @@ class LiveGraph:
     def ancestors(self, seeds: Iterable[int], into: set[int]) -> set[int]:
         """`into` plus the seeds present in the graph and every node above them."""
         users = self.users
+        if users is None:
+            users = self.users = {n: set() for n in self.ref}
+            for n in self.ref:
+                for s in self.src[n]:
+                    users[s].add(n)
         stack = [s for s in seeds if s in self.ref and s not in into]
         into.update(stack)
         while stack:
@@ -546,7 +558,7 @@ class _Run:
         self.rev: dict[int, set[int]] = {}
 
     def _has_calls(self, nodes: Iterable[int]) -> bool:
-        return any(self.skip(n) for n in nodes)
+        return self.skip is not None and any(self.skip(n) for n in nodes)
 
     def steps(self, out: list[Step], matches: list[tuple[int, Match]]) -> None:
         failed = None
@@ -588,7 +600,7 @@ class _Run:
         else:
             self.base.ancestors([u0], self.dirty0)
         if self.memo is not None:
-            sub = Sub(self.nodes, self.dvars, self.skip, _never, self.rederive, self.memo, self.rev)
+            sub = Sub(self.nodes, self.dvars, None, None, self.rederive, self.memo, self.rev)
             sub.invalidate(u0)
             return sub
         dirty = self.base.ancestors(self.keys_in_base, set()) if self.advance else self.dirty0
