@@ -143,3 +143,37 @@ def test_site_sqtt_and_pmc_tables(tmp_path: Path):
     assert "SQC_LDS_BANK_CONFLICT" in html and "VALU utilization" in html
     kernels = html.split('id="top-kernels"')[1].split("</table>")[0]
     assert kernels.count("<tr>") == 4 and "wave" not in kernels  # header + 3 device rows
+
+
+def test_site_packs_each_graph_once(demo_site: Path):
+    """Beside a profile, the site keeps the first and last state of each rewrite, each distinct graph once,
+    gzip-compressed in one script per context; every step's key is in its context's pack and decodes to an SVG."""
+    import base64
+    import gzip
+    import xml.etree.ElementTree as ET
+    folder = demo_site / "rewrites"
+    m = json.loads((folder / "manifest.json").read_text())
+    assert m["options"]["steps"] == "ends" and m["layout"].startswith("packs/") and not (folder / "svg").exists()
+    decoded = 0
+    for c in m["contexts"]:
+        keys = {s["svg"] for r in c["rewrites"] for s in r["steps"] if s["svg"]}
+        for r in c["rewrites"]:
+            drawn = [s["index"] for s in r["steps"] if s["svg"]]
+            replayed = [s["index"] for s in r["steps"] if s["nodes"] is not None]
+            assert drawn == sorted({replayed[0], replayed[-1]}) if replayed else drawn == []
+        if not keys:
+            assert "pack" not in c
+            continue
+        text = (folder / c["pack"]).read_text()
+        prefix = "(window.vizexportPacks = window.vizexportPacks || []).push("
+        assert text.startswith(prefix) and text.endswith(");\n")
+        pack = json.loads(text[len(prefix):-3])
+        assert set(pack["index"]) == keys
+        stream = gzip.decompress(base64.b64decode(pack["data"]))
+        assert sum(n for _, n in pack["index"].values()) == len(stream)
+        for offset, n in pack["index"].values():
+            root = ET.fromstring(stream[offset:offset + n])
+            assert root.tag == "{http://www.w3.org/2000/svg}svg" and root.find(".//{*}g") is not None
+            decoded += 1
+    distinct = {s["svg"] for c in m["contexts"] for r in c["rewrites"] for s in r["steps"] if s["svg"]}
+    assert decoded >= len(distinct) == m["summary"]["svg_files"] > 10  # a graph two contexts share is in both packs

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
+from .graphs import render_rewrites
+from .graphs.export import POLICIES
 from .info import as_text, summarize
 from .output import atomic_file
 from .perfetto import FORMATS, trace_format, write_trace
@@ -24,11 +26,6 @@ from .site.serve import serve
 from .tinygrad import load_any
 from .tinygrad.releases import RELEASES
 from .tinygrad.timeline import build_timeline
-
-try:  # the rewrite SVG renderer (vizexport.graphs)
-    from .graphs import render_rewrites
-except ImportError:  # pragma: no cover
-    render_rewrites = None
 
 COMMANDS = ("convert", "info", "demo", "open")
 USAGE = """vizexport PROFILE.pkl [REWRITES.pkl] -o OUT.pftrace|OUT.pftrace.gz|OUT.json|OUT.json.gz
@@ -59,8 +56,10 @@ def parser() -> argparse.ArgumentParser:
     rw = conv.add_argument_group("rewrite SVGs (folder output)")
     rw.add_argument("--ctx", metavar="REGEX", help="only rewrite contexts whose name matches")
     rw.add_argument("--rewrite", metavar="REGEX", help="only rewrites whose name matches")
-    rw.add_argument("--all-steps", action="store_true", help="render every match step (default: first and last "
-                    "state, and every step of rewrites with at most ~50 matches)")
+    rw.add_argument("--steps", choices=POLICIES, default=None, help="which steps get an SVG: default (first and "
+                    "last state, and every step of rewrites with at most ~50 matches), ends (first and last state; the "
+                    "default for a site with a profile), all")
+    rw.add_argument("--all-steps", action="store_true", help="render every match step (same as --steps all)")
     rw.add_argument("--max-nodes", type=int, default=400, metavar="N", help="larger graphs show the neighbourhood "
                     "of the change (default 400)")
     rw.add_argument("--jobs", type=int, default=None, metavar="N", help="parallel dot processes (default: cores)")
@@ -120,8 +119,12 @@ def export_folder(inputs: Sequence[Path], outdir: Path, version: str | None = No
     with gc_paused():
         prof, log = load_inputs(inputs, version, need_profile=False)
         tl = build_timeline(prof, log) if prof is not None else None
-    render = functools.partial(render_rewrites, **render_opts) if log is not None and render_rewrites else None
-    index = build_site(outdir, prof, log, tl, render, rewrites_dir="rewrites" if prof is not None else ".")
+    # beside a profile the rewrites are part of a site: each distinct graph stored once, by default only the first
+    # and last state of each rewrite; alone they are the step-per-file export
+    site = prof is not None
+    render_opts["steps"] = render_opts.get("steps") or ("ends" if site else "default")
+    render = functools.partial(render_rewrites, shared=site, **render_opts) if log is not None else None
+    index = build_site(outdir, prof, log, tl, render, rewrites_dir="rewrites" if site else ".")
     print(f"wrote {index} in {time.perf_counter() - t0:.2f} s")
     return index
 
@@ -129,7 +132,7 @@ def export_folder(inputs: Sequence[Path], outdir: Path, version: str | None = No
 def cmd_convert(args: argparse.Namespace) -> int:
     if is_folder(args.output):
         opts = {"ctx": args.ctx, "rewrite": args.rewrite, "all_steps": args.all_steps, "max_nodes": args.max_nodes,
-                "jobs": args.jobs}
+                "jobs": args.jobs, "steps": args.steps}
         export_folder(args.inputs, args.output, args.tinygrad_version, **opts)
         return 0
     return convert(args.inputs, args.output, args.tinygrad_version, not args.no_compress)

@@ -37,7 +37,7 @@ for (const file of pages) {
   const links = await page.$$eval("a[href], img[src], link[href], script[src]", (els) =>
     els.map((e) => e.getAttribute("href") ?? e.getAttribute("src")));
   for (const l of links) {
-    if (!l || /^(https?:|mailto:|#)/.test(l)) continue;
+    if (!l || /^(https?:|mailto:|blob:|#)/.test(l)) continue;
     const target = fileURLToPath(new URL(l.split("#")[0], url));
     if (!fs.existsSync(target)) out.brokenLinks.push(`${path.relative(site, file)} -> ${l}`);
   }
@@ -62,6 +62,9 @@ for (const file of pages) {
       seen.push(await page.textContent("#position"));
       await page.keyboard.press("ArrowLeft");
       seen.push(await page.textContent("#position"));
+      await page.click("#step-list li:last-child");  // a rendered step (a site may render only first and last)
+      await page.waitForFunction(() => { const i = document.getElementById("svg");
+                                         return i.hidden || (i.src && i.complete); }, null, { timeout: 10000 });
       const img = await page.$eval("#svg", (i) => ({ src: i.getAttribute("src"), ok: i.complete && i.naturalWidth > 0,
                                                        hidden: i.hidden }));
       out.stepper = { page: rel, rewrite: longest.index, steps: longest.steps.length, positions: seen, img };

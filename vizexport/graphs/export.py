@@ -34,6 +34,7 @@ from .render import (
 from .replay import Nodes, Replay, Replayer, Step
 
 STEP_LIMIT = 50  # rewrites with at most this many matches get every step by default
+POLICIES = ("default", "ends", "all")
 BATCH_NODES = 1200  # graphs are laid out several to one dot process, up to this many nodes in all
 BATCH_SIZE = 32
 MANIFEST = "manifest.json"
@@ -41,9 +42,10 @@ MANIFEST = "manifest.json"
 
 @dataclass(frozen=True)
 class Options:
-    all_steps: bool
+    steps: str  # one of POLICIES
     max_nodes: int
     timeout: float
+    shared: bool  # one caption-less file per distinct graph (svg/<digest>.svg) instead of one per step
 
 
 @dataclass(frozen=True)
@@ -58,12 +60,16 @@ class Task:
 
 def render_rewrites(log: RewriteLog, outdir: Path | str, ctx: str | None = None, rewrite: str | None = None,
                     all_steps: bool = False, max_nodes: int = 400, jobs: int | None = None,
-                    timeout: float = 30.0, progress: Callable[[int, int], None] | None = None) -> dict:
+                    timeout: float = 30.0, progress: Callable[[int, int], None] | None = None,
+                    steps: str = "default", shared: bool = False) -> dict:
     """Render the steps of a rewrites trace as SVGs under `outdir`; return the manifest (also written to
     outdir/manifest.json).
 
     ctx / rewrite: regular expressions (re.search) selecting contexts by name and rewrites by name. By default every
-    rewrite gets its first and last state and, with at most 50 matches, every step; `all_steps` renders every step.
+    rewrite gets its first and last state and, with at most 50 matches, every step (`steps="default"`);
+    `steps="ends"` renders only the first and last states, `steps="all"` (or `all_steps`) every step.
+    `shared`: each distinct graph is written once, without a caption, as svg/<digest>.svg (for the site), instead
+    of one captioned file per step at <context>/<rewrite-index>-<rewrite>/<step>.svg.
     Graphs above `max_nodes` show the neighbourhood of the change, with a note. `jobs`: processes (default: the CPUs
     this process may use). `timeout`: seconds Graphviz may spend on one graph before it is replaced by a note.
     `progress(done, total)` is called as work completes (units: rough cost), e.g. to drive a progress bar.
@@ -73,11 +79,13 @@ def render_rewrites(log: RewriteLog, outdir: Path | str, ctx: str | None = None,
     tasks, slugs = _select(log, ctx, rewrite)
     if max_nodes < 1 or timeout <= 0:
         raise ValueError("max_nodes and timeout must be positive")
+    if steps not in POLICIES:
+        raise ValueError(f"steps must be one of {', '.join(POLICIES)}, not {steps!r}")
     check_dot()
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
     (out / MANIFEST).unlink(missing_ok=True)  # present again only once this run completes
-    opts = Options(all_steps, max_nodes, timeout)
+    opts = Options("all" if all_steps else steps, max_nodes, timeout, shared)
     with tempfile.TemporaryDirectory(prefix="vizexport-graphs-") as cache:
         use_builtin_metrics(Path(cache) / "gvbin")
         try:
@@ -239,7 +247,7 @@ def render_context(task: Task) -> dict:
     opts: Options = _STATE["opts"]
     c = log.contexts[task.ctx]
     nodes = Nodes(log)
-    job = _ContextJob(log, task, nodes, opts, SvgWriter(_STATE["out"], _STATE["cache"], opts.timeout))
+    job = _ContextJob(log, task, nodes, opts, SvgWriter(_STATE["out"], _STATE["cache"], opts.timeout, opts.shared))
     replayer = Replayer(nodes)
     entries = [job.rewrite(ri, c.rewrites[ri], replayer.replay(c.rewrites[ri])) for ri in task.rewrites]
     job.svgs.flush()
@@ -258,7 +266,7 @@ class _ContextJob:
 
     def rewrite(self, ri: int, rw: Rewrite, rep: Replay) -> dict:
         folder = f"{self.task.folder}/{ri:03d}-{slug(rw.name)}"
-        chosen = policy(rep.steps, self.opts.all_steps)
+        chosen = policy(rep.steps, self.opts.steps)
         real = [m for m in rw.matches if m.after is not None]
         entry = {"index": ri, "name": rw.name, "depth": rw.depth, "bottom_up": rw.bottom_up, "walk": rw.walk,
                  "enter_calls": rw.enter_calls, "loc": location(rw.loc), "matches": len(real),
@@ -287,9 +295,9 @@ class _ContextJob:
         if step.sink is None:
             return
         drawn = self.drawer.draw(step, hint)
-        e.update(svg=f"{stem}.svg", drawn=drawn.nodes, capped=drawn.capped)
+        e.update(drawn=drawn.nodes, capped=drawn.capped)
         self.capped += drawn.capped
-        self.svgs.add(drawn, stem + ".svg", caption, e)
+        e["svg"] = self.svgs.add(drawn, stem + ".svg", caption, e)
         if m is not None and step.before is not None and step.after is not None:
             diff = match_diff(self.nodes, step.before, step.after, self.labels.text)
             head = f"# {caption}\n"
@@ -308,16 +316,17 @@ class _ContextJob:
 
     def stats(self) -> dict:
         s = self.svgs
-        return {"svg_files": s.files, "unique_graphs": s.renders, "capped": self.capped, "timeouts": s.timeouts,
+        return {"unique_graphs": s.renders, "capped": self.capped, "timeouts": s.timeouts,
                 "render_errors": s.errors, "replay_errors": self.replay_errors}
 
 
-def policy(steps: list[Step], all_steps: bool) -> set[int]:
-    """Step indexes to render: all, or the first and last replayed states plus every step of small rewrites."""
+def policy(steps: list[Step], mode: str) -> set[int]:
+    """Step indexes to render: all, or the first and last replayed states (plus, by default, every step of small
+    rewrites)."""
     replayed = [s.index for s in steps if s.sink is not None]
     if not replayed:
         return set()
-    if all_steps or len(steps) - 1 <= STEP_LIMIT:
+    if mode == "all" or (mode == "default" and len(steps) - 1 <= STEP_LIMIT):
         return set(replayed)
     return {replayed[0], replayed[-1]}
 
@@ -350,23 +359,27 @@ class _Pending:
 class SvgWriter:
     """Writes the SVG of each step; lays out each distinct DOT text once (across workers, via `cache`)."""
 
-    def __init__(self, out: Path, cache: Path, timeout: float) -> None:
-        self.out, self.cache, self.timeout = out, cache, timeout
+    def __init__(self, out: Path, cache: Path, timeout: float, shared: bool = False) -> None:
+        self.out, self.cache, self.timeout, self.shared = out, cache, timeout, shared
+        self.written: set[str] = set()  # shared files this worker wrote
         self.status: dict[str, str] = {}  # rendered here: digest → "ok" | "timeout" | "error"
         self.pending: dict[str, _Pending] = {}  # graphs waiting for a batch
         self.nodes = 0  # nodes drawn in the pending batch
-        self.files = self.renders = self.timeouts = self.errors = 0
+        self.renders = self.timeouts = self.errors = 0
         self.dirs: set[str] = set()
 
-    def add(self, drawn: Drawn, rel: str, caption: str, entry: dict) -> None:
+    def add(self, drawn: Drawn, rel: str, caption: str, entry: dict) -> str:
+        """Queue a step's graph; return the path its SVG gets (relative to the output folder)."""
         key = hashlib.sha1(drawn.text.encode()).hexdigest()
+        if self.shared:
+            rel, caption = f"svg/{key[:20]}.svg", ""
         if key in self.pending:
             self.pending[key].dests.append((rel, caption, entry))
-            return
+            return rel
         if key in self.status or (self.cache / key).exists():
             data = (self.cache / key).read_bytes()
             self._emit(chr(data[0]), data[1:], [(rel, caption, entry)])
-            return
+            return rel
         if self.pending and self.nodes + drawn.nodes > BATCH_NODES:
             self.flush()
         self.pending[key] = _Pending(drawn.text, f" ({drawn.nodes} nodes shown)", drawn.nodes,
@@ -374,6 +387,7 @@ class SvgWriter:
         self.nodes += drawn.nodes
         if len(self.pending) >= BATCH_SIZE or self.nodes >= BATCH_NODES:
             self.flush()
+        return rel
 
     def flush(self) -> None:
         batch, self.pending, self.nodes = self.pending, {}, 0
@@ -389,8 +403,10 @@ class SvgWriter:
 
     def _emit(self, status: str, svg: bytes, dests: list[tuple[str, str, dict]]) -> None:
         for rel, caption, entry in dests:
-            self._write(rel, captioned(svg, caption))
-            self.files += 1
+            if rel not in self.written:
+                self._write(rel, captioned(svg, caption) if caption else svg)
+                if self.shared:
+                    self.written.add(rel)
             if status == "t":
                 entry["timeout"] = True
                 self.timeouts += 1
@@ -423,18 +439,19 @@ def _manifest(log: RewriteLog, tasks: list[Task], slugs: list[str], results: dic
               selection: dict) -> dict:
     from .. import __version__
     contexts = [results[t.ctx] for t in tasks]
-    totals = {"svg_files": 0, "unique_graphs": 0, "capped": 0, "timeouts": 0, "render_errors": 0, "replay_errors": 0}
+    totals = {"unique_graphs": 0, "capped": 0, "timeouts": 0, "render_errors": 0, "replay_errors": 0}
     for c in contexts:
         c.pop("_cost")
         for k, v in c.pop("_stats").items():
             totals[k] += v
     rewrites = [r for c in contexts for r in c["rewrites"]]
     steps = [s for r in rewrites for s in r["steps"]]
+    totals["svg_files"] = len({s["svg"] for s in steps if s["svg"]})
     summary = {"contexts": len(contexts), "rewrites": len(rewrites), "matches": sum(r["matches"] for r in rewrites),
                "steps": len(steps), "rendered": sum(s["svg"] is not None for s in steps), **totals}
     return {"vizexport": __version__, "source": log.path,
             "tinygrad": {"release": log.release.name, "confidence": log.release.confidence},
-            "options": {**selection, "all_steps": opts.all_steps, "max_nodes": opts.max_nodes,
+            "options": {**selection, "steps": opts.steps, "all_steps": opts.steps == "all", "max_nodes": opts.max_nodes,
                         "timeout": opts.timeout, "step_limit": STEP_LIMIT},
-            "layout": "<context>/<rewrite-index>-<rewrite>/<step:04d>.svg",
+            "layout": "svg/<digest>.svg" if opts.shared else "<context>/<rewrite-index>-<rewrite>/<step:04d>.svg",
             "summary": summary, "contexts": contexts}

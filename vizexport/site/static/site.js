@@ -22,6 +22,27 @@ document.querySelectorAll("table.sortable").forEach((table) => {
 });
 
 // --- rewrite step viewer: ←/→ move through steps, ↑/↓ through rewrites ---
+// A site keeps its graphs in per-context scripts (rewrites/packs/*.js): one gzip stream with an index of
+// [offset, length] per graph. Without a pack, a step names its SVG file.
+const packed = new Map();
+(window.vizexportPacks || []).forEach((p) => Object.entries(p.index).forEach(([k, at]) => packed.set(k, [p, ...at])));
+const streams = new Map(), graphUrls = new Map();
+const unpack = (p) => {
+  if (!streams.has(p)) {
+    const gz = Uint8Array.from(atob(p.data), (c) => c.charCodeAt(0));
+    streams.set(p, new Response(new Blob([gz]).stream().pipeThrough(new DecompressionStream("gzip"))).arrayBuffer());
+  }
+  return streams.get(p);
+};
+const graphUrl = async (key) => {
+  if (!packed.has(key)) return key;
+  if (!graphUrls.has(key)) {
+    const [p, offset, length] = packed.get(key);
+    const svg = new Uint8Array(await unpack(p), offset, length);
+    graphUrls.set(key, URL.createObjectURL(new Blob([svg], { type: "image/svg+xml" })));
+  }
+  return graphUrls.get(key);
+};
 const stepsData = document.getElementById("steps");
 if (stepsData) {
   const rewrites = JSON.parse(stepsData.textContent);
@@ -41,7 +62,7 @@ if (stepsData) {
     $("step-info").textContent = info.join(" · ");
     $("svg").hidden = !step.svg;
     $("no-svg").hidden = !!step.svg;
-    if (step.svg) $("svg").src = step.svg;
+    if (step.svg) graphUrl(step.svg).then((url) => { if (rewrites[r].steps[s] === step) $("svg").src = url; });
     $("diff").textContent = step.diff || "";
     $("prev").disabled = s === 0;
     $("next").disabled = s >= rw.steps.length - 1;
