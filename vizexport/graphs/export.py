@@ -332,7 +332,7 @@ def policy(steps: list[Step], mode: str) -> set[int]:
 
 
 def location(loc: tuple[str, int] | None) -> dict | None:
-    return None if loc is None else {"file": loc[0], "line": loc[1], "short": short_path(loc[0])}
+    return None if loc is None else {"file": loc[0], "line": loc[1]}
 
 
 def short_path(path: str) -> str:

@@ -22,6 +22,7 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import CLexer
 
 from .. import __version__
+from ..graphs.export import short_path
 from ..info import summarize
 from ..output import atomic_file
 from ..perfetto import write_trace
@@ -140,7 +141,7 @@ def _step(s: dict, files: Path, svg_root: str, packed: bool) -> dict:
     """A manifest step as the step viewer shows it (the diff text inlined: it is small)."""
     p = s.get("pattern")
     diff = files / s["diff"] if s.get("diff") else None
-    out = {"loc": [p.get("short") or p["file"], p["line"]] if p else None, "seconds": s.get("seconds"),
+    out = {"loc": [short_path(p["file"]), p["line"]] if p else None, "seconds": s.get("seconds"),
            "changed": s.get("created"), "error": s.get("error"),
            "svg": (s["svg"] if packed else svg_root + s["svg"]) if s.get("svg") else None,
            "diff": diff.read_text() if diff and diff.exists() else None,
