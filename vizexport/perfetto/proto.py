@@ -158,38 +158,43 @@ class _Sink:
 def _slices(seq: _Sequence, t: Track, sink: _Sink, start: int, end: int) -> None:
     """BEGIN/END pairs (INSTANT for dur -1) in time order; nesting is already proper on the track.
 
-    The hot loop of the writer, so the common packets are assembled inline from cached varints.
+    The hot loop of the writer: an END packet is cached per timestamp delta, and a plain BEGIN (no args, no flows)
+    is the delta plus a cached tail per name; only events with args or flows take the general path.
     """
     V, out, stack = _VARINTS, sink.buf, []
     end_tail = b"\x5a\x02\x48\x02" + seq.seq  # track_event{type: SLICE_END} + sequence id
-    needs = seq.needs
+    ends: dict[int, bytes] = {}  # delta → the whole END packet
+    tails: dict[tuple[int, bool], bytes] = {}  # (name, instant) → track_event field + sequence id and flags
     ts, dur, names, args, fout, fin = t.ts, t.dur, t.names, t.args, t.flows_out, t.flows_in
-    iids, last = seq.names, seq.last_ts
+    special = {i for d in (args, fout, fin) for i in d if start <= i < end}
+    last = seq.last_ts
     for i in range(start, end):
         st = ts[i]
         while stack and stack[-1] <= st:
             e = stack.pop()
-            body = b"\x40" + (V[e - last] if e - last < 16384 else varint(e - last)) + end_tail
+            pkt = ends.get(e - last)
+            if pkt is None:
+                body = b"\x40" + varint(e - last) + end_tail
+                pkt = ends[e - last] = b"\x0a" + V[len(body)] + body
+            out += pkt
             last = e
-            out += b"\x0a" + V[len(body)] + body
         d = dur[i]
-        iid = iids.get(names[i]) or seq.name_iid(names[i])
-        ev = (b"\x48\x03\x50" if d < 0 else b"\x48\x01\x50") + (V[iid] if iid < 16384 else varint(iid))
-        if i in args:
-            ev += b"".join(field(4, seq.annotation(k, v)) for k, v in args[i].items())
-        if i in fout:
-            ev += b"".join(b"\xf9\x02" + f.to_bytes(8, "little") for f in fout[i])  # flow_ids (47, fixed64)
-        if i in fin:
-            ev += b"".join(b"\x81\x03" + f.to_bytes(8, "little") for f in fin[i])  # terminating_flow_ids (48)
-        n = len(ev)
-        body = b"\x40" + (V[st - last] if st - last < 16384 else varint(st - last)) + b"\x5a" + \
-            (V[n] if n < 16384 else varint(n)) + ev
-        last = st
-        if seq.new_interned:
-            body += field(12, bytes(seq.new_interned))
-            seq.new_interned.clear()
-        body += needs
-        out += b"\x0a" + (V[len(body)] if len(body) < 16384 else varint(len(body))) + body
+        if i in special:
+            seq.last_ts = last
+            out += _slice_begin(seq, t, i)
+            last = st
+        else:
+            key = names[i] if d >= 0 else ~names[i]
+            tail = tails.get(key)
+            if tail is None:
+                tail, reusable = _plain_tail(seq, names[i], d < 0)
+                if reusable:
+                    tails[key] = tail
+            delta = st - last
+            dv = V[delta] if delta < 16384 else varint(delta)
+            n = 1 + len(dv) + len(tail)
+            out += b"\x0a" + (V[n] if n < 16384 else varint(n)) + b"\x40" + dv + tail
+            last = st
         if d >= 0:
             stack.append(st + d)
         if len(out) >= CHUNK:
@@ -200,6 +205,28 @@ def _slices(seq: _Sequence, t: Track, sink: _Sink, start: int, end: int) -> None
         last = e
         out += b"\x0a" + V[len(body)] + body
     seq.last_ts = last
+
+
+def _plain_tail(seq: _Sequence, name: int, instant: bool) -> tuple[bytes, bool]:
+    """track_event{type, name_iid}, the interned name where this first use defines it, the sequence id and flags;
+    and whether the tail may be reused (not while it defines the name)."""
+    ev = (b"\x48\x03\x50" if instant else b"\x48\x01\x50") + varint(seq.name_iid(name))
+    tail = b"\x5a" + varint(len(ev)) + ev
+    if not seq.new_interned:
+        return tail + seq.needs, True
+    tail += field(12, bytes(seq.new_interned)) + seq.needs
+    seq.new_interned.clear()
+    return tail, False
+
+
+def _slice_begin(seq: _Sequence, t: Track, i: int) -> bytes:
+    """The packet of a BEGIN or INSTANT with args and/or flows."""
+    ev = (b"\x48\x03\x50" if t.dur[i] < 0 else b"\x48\x01\x50") + varint(seq.name_iid(t.names[i]))
+    if i in t.args:
+        ev += b"".join(field(4, seq.annotation(k, v)) for k, v in t.args[i].items())
+    ev += b"".join(b"\xf9\x02" + f.to_bytes(8, "little") for f in t.flows_out.get(i, ()))  # flow_ids (47)
+    ev += b"".join(b"\x81\x03" + f.to_bytes(8, "little") for f in t.flows_in.get(i, ()))  # terminating (48)
+    return seq.packet(t.ts[i], ev)
 
 
 def _counters(seq: _Sequence, t: Track, sink: _Sink, start: int, end: int) -> None:
