@@ -70,7 +70,8 @@ if (stepsData) {
     list.replaceChildren(...rw.steps.map((st, i) => {
       const li = document.createElement("li");
       li.textContent = st.loc ? `${st.loc[0].split("/").pop()}:${st.loc[1]}` : (i === 0 ? "input" : "step");
-      if (i === s) li.className = "current";
+      li.classList.toggle("drawn", !!st.svg);
+      li.classList.toggle("current", i === s);
       li.addEventListener("click", () => { s = i; show(); });
       return li;
     }));
