@@ -8,7 +8,9 @@ from __future__ import annotations
 import builtins
 import gc
 import io
+import os
 import pickle
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -160,3 +162,274 @@ def load(path: str | Path) -> tuple[Any, set[str]]:
             raise InputError(f"{path}: pickle asks for more memory than available (corrupt?)") from None
         except Exception as e:  # any other opcode-level failure means a corrupt stream
             raise InputError(f"{path}: corrupt pickle ({type(e).__name__}: {e})") from None
+
+
+# --- streaming: a top-level list unpickled batch by batch, its memo kept small --------------------------------------
+#
+# A profile.pkl is one list. pickle.load keeps every object it made in the unpickler's memo until the end, so a
+# 20M-event profile needs ~19 GiB however little of it the reader keeps. `stream` instead hands each APPENDS batch
+# to a consumer and drops memo entries nothing will fetch again:
+#   pass 1 (`_scan`) walks the opcodes once: where each FRAME starts, how many memo entries exist there, and the last
+#     frame that fetches (GET) each entry;
+#   pass 2 runs the C unpickler on the same bytes with two changes fed in between frames: the list is replaced by a
+#     sink whose `extend` receives each batch, and each entry past its last use is overwritten with a sentinel
+#     (LONG_BINPUT on a filled slot keeps the memo's numbering: MEMOIZE numbers by count). Every overwrite adds one
+#     reference to the sentinel, so any other reference means a released entry was fetched: the load is abandoned
+#     (the caller loads the whole file instead) rather than return wrong data.
+
+_NOARG = frozenset(b"(.012NRabd}el]o)stu\x81\x85\x86\x87\x88\x89\x8f\x90\x91\x92\x93")
+_FIXED = {**dict.fromkeys(b"K\x80", 1), ord("M"): 2, ord("J"): 4, ord("G"): 8}
+_COUNT1, _COUNT4, _COUNT8 = frozenset(b"\x8cCU\x8a"), frozenset(b"XBT\x8b"), frozenset(b"\x8d\x8e\x96")
+_CHUNK = 1 << 22
+_KEEP_BELOW = 256  # memo entries fetched by BINGET (1-byte index) stay: a few hundred classes and names
+
+
+class StreamAbort(Exception):
+    """Streaming gave up (unsupported stream, consumer declined, or a released memo entry was fetched)."""
+
+
+class _Plan:
+    """What pass 1 learnt: frame offsets, memo count at each frame, entries to keep past their frame."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.frames: list[int] = []  # offset of each FRAME opcode
+        self.memo_at: list[int] = []  # memo entries made before each frame
+        self.last: dict[int, int] = {}  # memo index → last frame that fetches it
+        self.due: dict[int, list[int]] = {}  # frame → entries fetched from a later frame, released after it
+        self.kept: list[int] = []  # sorted: the entries in `due`
+
+    def finish(self) -> None:
+        import bisect
+        for idx, lf in self.last.items():
+            if lf > bisect.bisect_right(self.memo_at, idx) - 1:
+                self.due.setdefault(lf, []).append(idx)
+                self.kept.append(idx)
+        self.kept.sort()
+        self.last = {}
+
+    def releases(self, k: int) -> list[int] | range:
+        """Memo entries to drop once frame k has been read: made in it and not fetched later, or last fetched in it."""
+        import bisect
+        a, b = max(self.memo_at[k], _KEEP_BELOW), max(self.memo_at[k + 1], _KEEP_BELOW)
+        lo, hi = bisect.bisect_left(self.kept, a), bisect.bisect_left(self.kept, b)
+        if lo == hi:
+            made: list[int] | range = range(a, b)
+        else:
+            kept = set(self.kept[lo:hi])
+            made = [i for i in range(a, b) if i not in kept]
+        due = [i for i in self.due.get(k, ()) if i >= _KEEP_BELOW]
+        return made if not due else [*made, *due]
+
+
+def _scan(f: Any, size: int) -> _Plan | None:
+    """Pass 1 (a few opcodes per byte, no objects made). None: not a protocol 4/5 top-level list we can stream."""
+    f.seek(0)
+    buf = f.read(_CHUNK)
+    framed = buf[2:3] == b"\x95"  # a list opens the first frame, unless a big payload comes first (no frame yet)
+    if buf[:1] != b"\x80" or buf[1:2] not in (b"\x04", b"\x05") or buf[11 if framed else 2:][:2] != b"]\x94":
+        return None
+    plan = _Plan(size)
+    frames, memo_at, last = plan.frames, plan.memo_at, plan.last
+    base, i, memo, frame = 0, 2, 0, -1
+    if not framed:  # the stream's start is frame 0 all the same
+        frames.append(2)
+        memo_at.append(0)
+        frame = 0
+    noarg, fixed, count1, count4, count8 = _NOARG, _FIXED, _COUNT1, _COUNT4, _COUNT8
+    limit = len(buf) - 300 if len(buf) < size else len(buf)
+    while True:
+        if i >= limit:  # keep any short opcode whole in the buffer
+            buf, base, i = buf[i:] + f.read(_CHUNK), base + i, 0
+            limit = len(buf) - 300 if base + len(buf) < size else len(buf)
+            if i >= len(buf):
+                return None  # truncated: the full load reports it
+        op = buf[i]
+        if op == 0x94:  # MEMOIZE (the commonest opcodes first)
+            memo += 1
+            i += 1
+            continue
+        if op == 0x68:  # BINGET: entries below 256 (classes, first names) are never released, so not tracked
+            i += 2
+        elif op in noarg:
+            if op == 0x2E:  # STOP: a list ends with APPENDS or APPEND (or is empty)
+                if buf[i - 1] not in b"ea" and base + i != (13 if framed else 4):
+                    return None
+                break
+            i += 1
+        elif op in count1:
+            i += 2 + buf[i + 1]
+        elif op == 0x6A:  # LONG_BINGET
+            idx = int.from_bytes(buf[i + 1:i + 5], "little")
+            if idx >= memo:
+                return None
+            last[idx] = frame
+            i += 5
+        elif op in fixed:
+            i += 1 + fixed[op]
+        elif op == 0x95:  # FRAME
+            frames.append(base + i)
+            memo_at.append(memo)
+            frame += 1
+            i += 9
+        elif op in count4 or op in count8:
+            w = 4 if op in count4 else 8
+            end = base + i + 1 + w + int.from_bytes(buf[i + 1:i + 1 + w], "little")
+            if end - base > len(buf):  # a big payload: skip it on disk
+                f.seek(end)
+                buf, base, i = f.read(_CHUNK), end, 0
+                limit = len(buf) - 300 if base + len(buf) < size else len(buf)
+            else:
+                i = end - base
+        else:
+            return None  # PUT/GET by text, persistent ids, extensions, out-of-band buffers: use the full load
+        if buf[i] == 0x94:  # most objects are memoized right after they are made: one iteration for both
+            memo += 1
+            i += 1
+    memo_at.append(memo)
+    if memo >= 1 << 32 or not frames or frames[0] != 2:
+        return None
+    plan.finish()
+    return plan
+
+
+def _frame(payload: bytes) -> bytes:
+    return b"\x95" + len(payload).to_bytes(8, "little") + payload
+
+
+def _puts(idxs: list[int] | range) -> bytes:
+    """LONG_BINPUT for each index, built with slice assignment (millions of entries per second)."""
+    from array import array
+    arr = array("I", idxs)
+    if sys.byteorder != "little":
+        arr.byteswap()
+    raw, n = arr.tobytes(), len(arr)
+    out = bytearray(5 * n)
+    out[0::5] = b"r" * n
+    for j in range(4):
+        out[1 + j::5] = raw[j::4]
+    return bytes(out)
+
+
+class _Feed:
+    """The byte stream of pass 2: the original frames, the list swapped for the sink, releases between frames."""
+
+    def __init__(self, f: Any, plan: _Plan, sink_pid: str, sentinel_pid: str, check: Any) -> None:
+        self.f, self.plan, self.check = f, plan, check
+        self.sentinel_pid = sentinel_pid.encode()
+        self.k = 0  # next frame to hand out
+        self.buf, self.pos = _frame(b"P" + sink_pid.encode() + b"\n"), 0
+        self.buf = b"\x80\x04" + self.buf
+
+    def _next(self) -> bool:
+        plan, k = self.plan, self.k
+        if k >= len(plan.frames):
+            return False
+        start = plan.frames[k]
+        end = plan.frames[k + 1] if k + 1 < len(plan.frames) else plan.size
+        self.f.seek(start)
+        data = self.f.read(end - start)
+        if k == 0 and data[:1] == b"\x95":  # the first frame opens with EMPTY_LIST: drop it (the sink is pushed)
+            data = b"\x95" + (int.from_bytes(data[1:9], "little") - 1).to_bytes(8, "little") + data[10:]
+        elif k == 0:
+            data = data[1:]
+        else:
+            released = plan.releases(k - 1)
+            self.check(len(released))
+            if released:
+                data = _frame(b"P" + self.sentinel_pid + b"\n" + _puts(released) + b"0") + data
+        self.buf, self.pos, self.k = data, 0, k + 1
+        return True
+
+    def read(self, n: int = -1) -> bytes:
+        out = []
+        while n != 0 and (self.pos < len(self.buf) or self._next()):
+            take = len(self.buf) - self.pos if n < 0 else min(n, len(self.buf) - self.pos)
+            out.append(self.buf if take == len(self.buf) and self.pos == 0 else self.buf[self.pos:self.pos + take])
+            self.pos += take
+            n -= take if n > 0 else 0
+        return out[0] if len(out) == 1 else b"".join(out)
+
+    def readinto(self, b: Any) -> int:
+        data = self.read(len(b))
+        b[:len(data)] = data
+        return len(data)
+
+    def readline(self) -> bytes:
+        out = []
+        while self.pos < len(self.buf) or self._next():
+            j = self.buf.find(b"\n", self.pos)
+            stop = len(self.buf) if j < 0 else j + 1
+            out.append(self.buf[self.pos:stop])
+            self.pos = stop
+            if j >= 0:
+                break
+        return b"".join(out)
+
+
+class _Sink:
+    """Stands in for the top-level list: the C unpickler calls extend (APPENDS) or append (APPEND) on it."""
+
+    def __init__(self, consume: Any) -> None:
+        self.consume = consume
+
+    def extend(self, items: list) -> None:
+        self.consume(items)
+
+    def append(self, item: Any) -> None:
+        self.consume([item])
+
+
+class _StreamUnpickler(SafeUnpickler):
+    def __init__(self, file: Any, pids: dict[str, Any]) -> None:
+        super().__init__(file)
+        self.pids = pids
+
+    def persistent_load(self, pid: Any) -> Any:
+        obj = self.pids.get(pid) if isinstance(pid, str) else None
+        if obj is None:
+            raise InputError("refused persistent id in pickle")
+        return obj
+
+
+def stream(path: str | Path, consume: Any) -> set[str]:
+    """Unpickle the top-level list in `path` batch by batch: `consume(items)` gets each batch (a list) in order.
+
+    Returns the tinygrad classes named. Raises StreamAbort when the file cannot be streamed (the caller then uses
+    `load`), InputError (naming the file) for a refused global, as `load` does.
+    """
+    import secrets
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        try:
+            plan = _scan(f, size)
+        except IndexError:  # an opcode cut off by the end of the file
+            plan = None
+        if plan is None:
+            raise StreamAbort("not a streamable list")
+        sentinel = _Released()
+        pids = {secrets.token_hex(16): _Sink(consume), secrets.token_hex(16): sentinel}
+        sink_pid, sentinel_pid = list(pids)
+        refs = [sys.getrefcount(sentinel)]  # + one per memo slot released so far
+
+        def check(n: int) -> None:
+            if sys.getrefcount(sentinel) != refs[0]:
+                raise StreamAbort("a released memo entry was fetched again")
+            refs[0] += n
+
+        u = _StreamUnpickler(_Feed(f, plan, sink_pid, sentinel_pid, check), pids)
+        try:
+            if u.load() is not pids[sink_pid]:  # the list was inside another object (e.g. a rewrites tuple)
+                raise StreamAbort("the pickle is not one list")
+        except InputError as e:
+            raise InputError(f"{path}: {e}") from None
+        except (StreamAbort, MemoryError):
+            raise
+        except Exception as e:  # let the full load report a corrupt file in its own words
+            raise StreamAbort(f"{type(e).__name__}: {e}") from None
+        check(0)
+        return u.classes
+
+
+class _Released:
+    """What a released memo entry holds: nothing may ever reference it."""

@@ -5,13 +5,16 @@ from pathlib import Path
 
 from .. import pickles
 from ..records import Profile, RewriteLog
-from .profile import is_rewrites, load_profile, profile_from
+from .profile import is_rewrites, load_profile, profile_from, stream_profile
 from .rewrites import load_rewrites, rewrites_from
 
 
 def load_any(path: str | Path, tinygrad_version: str | None = None) -> Profile | RewriteLog:
     """A profile or a rewrites trace, whichever the file holds (decided by content, not by name)."""
     with pickles.gc_paused():
+        prof = stream_profile(path, tinygrad_version)  # big profiles: read while unpickled
+        if prof is not None:
+            return prof
         obj, classes = pickles.load(path)
         read = rewrites_from if is_rewrites(obj) else profile_from
         return read(obj, classes, str(path), tinygrad_version)

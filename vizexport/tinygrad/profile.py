@@ -27,10 +27,44 @@ from .releases import profile_release, uop_leaf, with_override
 EMPTY = Release("unknown", "ambiguous", "empty profile: nothing to tell the release by")
 
 
+STREAM_MIN_BYTES = 256 << 20  # profiles this big are read batch by batch (pickles.stream): memory stays bounded
+
+
 def load_profile(path: str | Path, tinygrad_version: str | None = None) -> Profile:
     """Read a tinygrad profile.pkl safely (nothing in it is executed) into version-neutral records."""
     with pickles.gc_paused():
-        return profile_from(*pickles.load(path), str(path), tinygrad_version)
+        prof = stream_profile(path, tinygrad_version)
+        return prof if prof is not None else profile_from(*pickles.load(path), str(path), tinygrad_version)
+
+
+def stream_profile(path: str | Path, tinygrad_version: str | None = None, min_bytes: int | None = None
+                   ) -> Profile | None:
+    """The profile in a big file, read while it is unpickled; None if the file is small or not streamable (the
+    caller then loads it whole, which also gives the usual errors)."""
+    try:
+        if Path(path).stat().st_size < (STREAM_MIN_BYTES if min_bytes is None else min_bytes):
+            return None
+    except OSError:
+        return None
+    reader = _Reader(str(path))
+
+    def consume(items: list) -> None:
+        if reader.n == 0 and is_rewrites(items):
+            raise pickles.StreamAbort("a rewrites trace")
+        reader.feed(items)
+
+    try:
+        classes = pickles.stream(path, consume)
+    except (pickles.StreamAbort, *_LAYOUT_ERRORS):  # the whole-file load decides (and words any error)
+        return None
+    return _finish(reader, classes, str(path), tinygrad_version)
+
+
+_LAYOUT_ERRORS = (AttributeError, TypeError, ValueError, KeyError, IndexError, ArithmeticError)
+
+
+def _layout_error(path: str, e: Exception) -> InputError:
+    return InputError(f"{path}: unexpected event layout ({type(e).__name__}: {e}); unknown tinygrad release?")
 
 
 def profile_from(obj: Any, classes: set[str], path: str, tinygrad_version: str | None = None) -> Profile:
@@ -38,13 +72,21 @@ def profile_from(obj: Any, classes: set[str], path: str, tinygrad_version: str |
     if not isinstance(obj, list) or is_rewrites(obj):
         kind = "a rewrites trace" if is_rewrites(obj) else f"a {type(obj).__name__}"
         raise InputError(f"{path}: not a tinygrad profile ({kind}; a profile.pkl holds a list of events)")
+    reader = _Reader(path)
     try:
-        return _read(path, obj, classes, tinygrad_version)
+        reader.feed(obj)
+    except _LAYOUT_ERRORS as e:
+        raise _layout_error(path, e) from None
+    return _finish(reader, classes, path, tinygrad_version)
+
+
+def _finish(reader: _Reader, classes: set[str], path: str, override: str | None) -> Profile:
+    try:
+        return reader.finish(classes, override)
     except InputError as e:
         raise InputError(f"{path}: {e}") from None
-    except (AttributeError, TypeError, ValueError, KeyError, IndexError, ArithmeticError) as e:
-        raise InputError(f"{path}: unexpected event layout ({type(e).__name__}: {e}); unknown tinygrad release?"
-                         ) from None
+    except _LAYOUT_ERRORS as e:
+        raise _layout_error(path, e) from None
 
 
 def is_rewrites(obj: Any) -> bool:
@@ -54,29 +96,14 @@ def is_rewrites(obj: Any) -> bool:
     return class_name(obj) == "RewriteTrace" or (isinstance(obj, tuple) and len(obj) in (2, 3))
 
 
-def _read(path: str, events: list, classes: set[str], override: str | None) -> Profile:
-    first: dict[type, Any] = {}
-    for e in events:  # the first instance of each class: field names for release detection
-        if type(e) not in first:
-            first[type(e)] = e
-    fields = {class_name(e): tuple(e.__dict__) for t, e in first.items() if class_name(e)}
-    graph = next((e for e in first.values() if class_name(e) == "ProfileGraphEvent" and e.__dict__.get("ents")), None)
-    if graph is not None:
-        fields["ProfileGraphEntry"] = tuple(graph.ents[0].__dict__)
-    if events and not fields:
-        raise InputError("not a tinygrad profile (its list holds no tinygrad events)")
-    release = profile_release(classes, fields, _const_leaves(events)) if events else EMPTY
-    prof = Profile(path, with_override(release, override), len(events))
-    _Reader(prof, events).read(list(first))
-    return prof
+LEAF_EVENTS = 20000  # release detection looks at UOps in the first this many events
 
 
-def _const_leaves(events: list, limit: int = 20000) -> list[tuple[int, bool]]:
+def _const_leaves(events: list) -> list[tuple[int, bool]]:
     """CONST observations from UOps inside TracingKey.keys of host spans (for the 0.14.0/master decision)."""
     out: list[tuple[int, bool]] = []
     seen: set[int] = set()
-    stack = [k for e in events[:limit] if class_name(e) == "ProfileRangeEvent" and class_name(e.__dict__.get("name"))
-             == "TracingKey" for k in (e.name.__dict__.get("keys") or ()) if class_name(k) == "UOp"]
+    stack = [k for e in events for k in (e.name.__dict__.get("keys") or ()) if class_name(k) == "UOp"]
     while stack and len(out) < 2000:
         u = stack.pop()
         if id(u) in seen or len(u._args) < 4:
@@ -89,57 +116,121 @@ def _const_leaves(events: list, limit: int = 20000) -> list[tuple[int, bool]]:
     return out
 
 
+def _has_uop_keys(e: Any) -> bool:
+    return class_name(e) == "ProfileRangeEvent" and class_name(e.__dict__.get("name")) == "TracingKey"
+
+
 class _Reader:
-    """One pass over the events. Written for speed: a profile can hold tens of millions of events."""
+    """One pass over the events, fed in batches (the whole list, or each batch as it is unpickled).
 
-    def __init__(self, prof: Profile, events: list) -> None:
-        self.prof, self.events = prof, events
-        self.bitsize = prof.release.name not in ("0.10.1", "0.10.2", "0.10.3", "0.11.0")
+    Written for speed: a profile can hold tens of millions of events. What needs the whole profile (device clock
+    offsets, which may come last; the release, which decides alloc sizes) is applied by `finish`.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.prof = Profile(path, EMPTY, 0)
+        self.n = 0
+        self.first: dict[type, Any] = {}  # the first instance of each class: field names for release detection
+        self.handlers: dict[type, Any] = {}
+        self.leaf_events: list = []  # host spans among the first LEAF_EVENTS events (release detection)
         self.offsets: dict[str, tuple[int, int]] = {}  # device → (compute, copy) clock offset in ns
-        self.keys: dict[Any, Key] = {}  # name str or id(TracingKey) → Key, so repeated names share one Key
+        self.keys: dict[Any, Key] = {}  # name str or TracingKey content → Key, so repeated names share one Key
+        self.ids: dict[int, Key] = {}  # id(TracingKey) → Key, valid for one batch (ids are reused once freed)
+        self.allocs: list[tuple[Alloc, Any]] = []  # allocs sized by `finish` (element bits depend on the release)
 
-    def read(self, types: list[type]) -> None:
-        handlers = {"ProfileRangeEvent": self.range, "ProfilePointEvent": self.point, "ProfileGraphEvent": self.graph,
-                    "ProfileProgramEvent": self.program, "ProfileDeviceEvent": self.device,
-                    "ProfileSQTTEvent": self.sqtt, "ProfilePMCEvent": self.pmc, "ProfilePMAEvent": self.pma}
-        by_type = {t: handlers.get(t.__dict__.get("_qualname", "").rsplit(".", 1)[-1], self.unknown) for t in types}
-        for e in self.events:  # device events first: every timestamp needs its device's offset
-            if by_type[type(e)] == self.device:
-                self.device(e)
-        for e in self.events:
-            h = by_type[type(e)]
-            if h != self.device:
-                h(e)
+    def feed(self, events: list) -> None:
+        handlers = self.handlers
+        for e in events:
+            h = handlers.get(type(e))
+            if h is None:
+                h = self._handler(e)
+            h(e)
+        if self.n < LEAF_EVENTS:
+            self.leaf_events += [e for e in events[:LEAF_EVENTS - self.n] if _has_uop_keys(e)]
+        self.n += len(events)
+        self.ids.clear()
+
+    def _handler(self, e: Any) -> Any:
+        names = {"ProfileRangeEvent": self.range, "ProfilePointEvent": self.point, "ProfileGraphEvent": self.graph,
+                 "ProfileProgramEvent": self.program, "ProfileDeviceEvent": self.device,
+                 "ProfileSQTTEvent": self.sqtt, "ProfilePMCEvent": self.pmc, "ProfilePMAEvent": self.pma}
+        self.first[type(e)] = e
+        h = self.handlers[type(e)] = names.get(type(e).__dict__.get("_qualname", "").rsplit(".", 1)[-1], self.unknown)
+        return h
+
+    def finish(self, classes: set[str], override: str | None) -> Profile:
+        prof, first = self.prof, self.first
+        fields = {class_name(e): tuple(e.__dict__) for e in first.values() if class_name(e)}
+        graph = next((e for e in first.values() if class_name(e) == "ProfileGraphEvent" and e.__dict__.get("ents")),
+                     None)
+        if graph is not None:
+            fields["ProfileGraphEntry"] = tuple(graph.ents[0].__dict__)
+        if self.n and not fields:
+            raise InputError("not a tinygrad profile (its list holds no tinygrad events)")
+        release = profile_release(classes, fields, _const_leaves(self.leaf_events)) if self.n else EMPTY
+        prof.release, prof.n_events = with_override(release, override), self.n
+        bitsize = prof.release.name not in ("0.10.1", "0.10.2", "0.10.3", "0.11.0")
+        for a, dt in self.allocs:
+            a.nbytes = min(a.count, 10**12) * dtype_bits(dt, bitsize) // 8
+        self._apply_offsets()
+        self.first, self.leaf_events, self.allocs = {}, [], []
+        return prof
+
+    def _apply_offsets(self) -> None:
+        """Each span's device clock offset (spans were read with raw device timestamps)."""
+        offsets = self.offsets
+        if not any(c or p for c, p in offsets.values()):
+            return
+        for s in self.prof.spans:
+            o = offsets.get(s.device)
+            if o is not None:
+                off = o[1] if s.is_copy else o[0]
+                s.st += off
+                if s.en is not None:
+                    s.en += off
 
     def key(self, name: Any) -> Key:
-        k = self.keys.get(name if type(name) is str else id(name))
+        if type(name) is str:
+            k = self.keys.get(name)
+            if k is None:
+                k = self.keys[name] = as_key(name)
+            return k
+        k = self.ids.get(id(name))
         if k is None:
-            k = self.keys[name if type(name) is str else id(name)] = as_key(name)
+            k = self.ids[id(name)] = self._content_key(name)
         return k
 
-    def offset(self, device: str, is_copy: Any) -> int:
-        o = self.offsets.get(device)
-        return 0 if o is None else o[1] if is_copy else o[0]
+    def _content_key(self, name: Any) -> Key:
+        """One Key per distinct TracingKey content (tinygrad makes a new TracingKey for every call)."""
+        d = getattr(name, "__dict__", None)
+        if class_name(name) != "TracingKey" or d is None:
+            return as_key(name)
+        ret, keys = d.get("ret"), d.get("keys") or ()
+        content = (d.get("display_name"), tuple(type(x) for x in keys), keys, type(ret), ret, d.get("tb"), d.get("cat"))
+        try:
+            k = self.keys.get(content)
+        except TypeError:  # unhashable payload: not shared
+            return as_key(name)
+        if k is None:
+            k = self.keys[content] = as_key(name)
+        return k
 
     def range(self, e: Any) -> None:
         # the hot path (most events are host ranges): lookups inlined
         d = e.__dict__
-        dev, name, en = d["device"], d["name"], d.get("en")
-        is_copy = d.get("is_copy", False)
-        o = self.offsets.get(dev)
-        off = 0 if o is None else o[1] if is_copy else o[0]
+        name, en = d["name"], d.get("en")
         k = self.keys.get(name) if type(name) is str else None
-        self.prof.spans.append(Span(dev, k or self.key(name), ns(d["st"]) + off, None if en is None else ns(en) + off,
-                                    d.get("profile_key"), -1, bool(is_copy)))
+        self.prof.spans.append(Span(d["device"], k or self.key(name), ns(d["st"]), None if en is None else ns(en),
+                                    d.get("profile_key"), -1, bool(d.get("is_copy", False))))
 
     def point(self, e: Any) -> None:
         d = e.__dict__
         kind, arg = d.get("name", ""), d.get("arg")
         if kind == "alloc" and isinstance(arg, dict):
             count, dt, nbytes = int(arg.get("sz") or 0), arg.get("dtype"), arg.get("nbytes")
+            arg = Alloc(0 if nbytes is None else int(nbytes), dtype_name(dt), count)
             if nbytes is None:
-                nbytes = min(count, 10**12) * dtype_bits(dt, self.bitsize) // 8
-            arg = Alloc(int(nbytes), dtype_name(dt), count)
+                self.allocs.append((arg, dt))
         elif kind == "exec" and isinstance(arg, dict):
             name, color = strip_ansi(str(arg.get("name", "")))
             arg = Exec(name, color, dict(arg.get("var_vals") or {}), list(arg.get("bufs") or ()),
@@ -155,10 +246,8 @@ class _Reader:
         first = len(spans)
         for ent in d.get("ents") or ():
             x = ent.__dict__
-            dev, is_copy = x["device"], x.get("is_copy", False)
-            off = self.offset(dev, is_copy)
-            spans.append(Span(dev, self.key(x.get("name", "")), sigs[x["st_id"]] + off, sigs[x["en_id"]] + off,
-                              x.get("profile_key"), len(self.prof.graphs), bool(is_copy)))
+            spans.append(Span(x["device"], self.key(x.get("name", "")), sigs[x["st_id"]], sigs[x["en_id"]],
+                              x.get("profile_key"), len(self.prof.graphs), bool(x.get("is_copy", False))))
         device = spans[first].device if len(spans) > first else ""
         self.prof.graphs.append(GraphBatch(device, list(range(first, len(spans))), list(d.get("deps") or ()), sigs))
 
