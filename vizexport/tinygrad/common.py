@@ -36,6 +36,11 @@ def ns(us: Any) -> int:
     """Microseconds → integer nanoseconds, rounded half-even. tinygrad's Decimal µs arrive as their exact text
     (see pickles.SAFE_GLOBALS); the usual '123.456' form is parsed without building a Decimal."""
     if type(us) is str:
+        if us[-4:-3] == ".":  # the usual exactly-ns text: drop the point
+            try:
+                return int(us.replace(".", "", 1))
+            except ValueError:
+                pass
         whole, _, frac = us.partition(".")
         if len(frac) <= 3:
             try:

@@ -97,8 +97,11 @@ class _Builder:
             s = spans[i]
             st = s.st
             en = st if s.en is None or s.en <= st else s.en
-            if lanes and _fits(lanes[0][1], st, en):
-                track, stack = lanes[0]
+            stack = lanes[0][1] if lanes else None
+            while stack and stack[-1] <= st:  # lane 0 first, inline: most spans go there
+                stack.pop()
+            if stack is not None and (not stack or en <= stack[-1]):
+                track = lanes[0][0]
             else:
                 track, stack = next((lane for lane in lanes[1:] if _fits(lane[1], st, en)), None) or \
                     self._new_lane(lanes, dev, group)
