@@ -5,12 +5,15 @@ Stand-ins keep what the pickle gave them: the BUILD state as attributes, REDUCE 
 """
 from __future__ import annotations
 
+import bisect
 import builtins
 import gc
 import io
 import os
 import pickle
+import secrets
 import sys
+from array import array
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -200,7 +203,6 @@ class _Plan:
         self.kept: list[int] = []  # sorted: the entries in `due`
 
     def finish(self) -> None:
-        import bisect
         for idx, lf in self.last.items():
             if lf > bisect.bisect_right(self.memo_at, idx) - 1:
                 self.due.setdefault(lf, []).append(idx)
@@ -210,7 +212,6 @@ class _Plan:
 
     def releases(self, k: int) -> list[int] | range:
         """Memo entries to drop once frame k has been read: made in it and not fetched later, or last fetched in it."""
-        import bisect
         a, b = max(self.memo_at[k], _KEEP_BELOW), max(self.memo_at[k + 1], _KEEP_BELOW)
         lo, hi = bisect.bisect_left(self.kept, a), bisect.bisect_left(self.kept, b)
         if lo == hi:
@@ -299,7 +300,6 @@ def _frame(payload: bytes) -> bytes:
 
 def _puts(idxs: list[int] | range) -> bytes:
     """LONG_BINPUT for each index, built with slice assignment (millions of entries per second)."""
-    from array import array
     arr = array("I", idxs)
     if sys.byteorder != "little":
         arr.byteswap()
@@ -398,7 +398,6 @@ def stream(path: str | Path, consume: Any) -> set[str]:
     Returns the tinygrad classes named. Raises StreamAbort when the file cannot be streamed (the caller then uses
     `load`), InputError (naming the file) for a refused global, as `load` does.
     """
-    import secrets
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
         try:

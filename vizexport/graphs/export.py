@@ -55,7 +55,11 @@ class Task:
     ctx: int
     rewrites: tuple[int, ...]
     folder: str
-    cost: int
+    costs: tuple[int, ...]  # rough work of each rewrite (see _cost)
+
+    @property
+    def cost(self) -> int:
+        return sum(self.costs)
 
 
 def render_rewrites(log: RewriteLog, outdir: Path | str, ctx: str | None = None, rewrite: str | None = None,
@@ -76,16 +80,16 @@ def render_rewrites(log: RewriteLog, outdir: Path | str, ctx: str | None = None,
     Raises InputError for input that is not a non-empty rewrites trace or a selection that matches nothing,
     ValueError for a non-positive max_nodes or timeout, and DotMissing when Graphviz is not installed.
     """
-    tasks, slugs = _select(log, ctx, rewrite)
     if max_nodes < 1 or timeout <= 0:
         raise ValueError("max_nodes and timeout must be positive")
     if steps not in POLICIES:
         raise ValueError(f"steps must be one of {', '.join(POLICIES)}, not {steps!r}")
+    opts = Options("all" if all_steps else steps, max_nodes, timeout, shared)
+    tasks, slugs = _select(log, ctx, rewrite, opts.steps)
     check_dot()
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
     (out / MANIFEST).unlink(missing_ok=True)  # present again only once this run completes
-    opts = Options("all" if all_steps else steps, max_nodes, timeout, shared)
     with tempfile.TemporaryDirectory(prefix="vizexport-graphs-") as cache:
         use_builtin_metrics(Path(cache) / "gvbin")
         try:
@@ -94,8 +98,13 @@ def render_rewrites(log: RewriteLog, outdir: Path | str, ctx: str | None = None,
             remove_leftovers(out)
             raise
     manifest = _manifest(log, tasks, slugs, results, opts, {"ctx": ctx, "rewrite": rewrite})
-    write_atomic(out / MANIFEST, (json.dumps(manifest, ensure_ascii=False, separators=(",", ":")) + "\n").encode())
+    write_manifest(out, manifest)
     return manifest
+
+
+def write_manifest(folder: Path, manifest: dict) -> None:
+    """folder/manifest.json, compact (a training step's manifest lists tens of thousands of steps)."""
+    write_atomic(folder / MANIFEST, (json.dumps(manifest, ensure_ascii=False, separators=(",", ":")) + "\n").encode())
 
 
 # ---- selection and naming ----
@@ -129,7 +138,7 @@ def _regex(pattern: str | None, what: str) -> re.Pattern | None:
         raise InputError(f"bad {what} regular expression {pattern!r}: {e}") from None
 
 
-def _select(log: Any, ctx: str | None, rewrite: str | None) -> tuple[list[Task], list[str]]:
+def _select(log: Any, ctx: str | None, rewrite: str | None, steps: str) -> tuple[list[Task], list[str]]:
     if not isinstance(log, RewriteLog):
         raise InputError(f"{getattr(log, 'path', log)}: not a rewrites trace (a profile? graphs need rewrites.pkl)")
     if not any(c.rewrites for c in log.contexts):
@@ -142,37 +151,31 @@ def _select(log: Any, ctx: str | None, rewrite: str | None) -> tuple[list[Task],
             continue
         chosen = tuple(ri for ri, rw in enumerate(c.rewrites) if rre is None or rre.search(rw.name))
         if chosen or rre is None:  # a context without rewrites is listed too, unless rewrites were selected
-            tasks.append(Task(ci, chosen, slugs[ci], sum(_cost(c.rewrites[ri]) for ri in chosen)))
+            tasks.append(Task(ci, chosen, slugs[ci], tuple(_cost(c.rewrites[ri], steps) for ri in chosen)))
     if not any(t.rewrites for t in tasks):
         raise InputError(f"{log.path}: no rewrite matches the selection (ctx={ctx!r}, rewrite={rewrite!r})")
     return tasks, slugs
 
 
-def _cost(rw: Rewrite) -> int:
-    """Rough work of one rewrite: graphs laid out (by the default policy) and matches replayed."""
+def _cost(rw: Rewrite, steps: str) -> int:
+    """Rough work of one rewrite: graphs the policy lays out, and matches replayed."""
     n = len(rw.matches)
-    return 20 * (n + 1 if n <= STEP_LIMIT else 2) + n
+    drawn = n + 1 if steps == "all" or (steps == "default" and n <= STEP_LIMIT) else 2
+    return 20 * drawn + n
 
 
 def _split(tasks: list[Task], jobs: int) -> list[Task]:
     """Big contexts cut into runs of rewrites (replayed independently), so that no one task holds up the rest."""
     target = max(200, sum(t.cost for t in tasks) // (jobs * 8))
-    log: RewriteLog = _STATE["log"]
     out = []
     for t in tasks:
-        if t.cost <= target:
-            out.append(t)
-            continue
-        run: list[int] = []
-        cost = 0
-        for ri in t.rewrites:
-            run.append(ri)
-            cost += _cost(log.contexts[t.ctx].rewrites[ri])
-            if cost >= target:
-                out.append(Task(t.ctx, tuple(run), t.folder, cost))
-                run, cost = [], 0
-        if run:
-            out.append(Task(t.ctx, tuple(run), t.folder, cost))
+        start = cost = 0
+        for k, c in enumerate(t.costs):
+            cost += c
+            if cost >= target and k + 1 < len(t.costs):
+                out.append(Task(t.ctx, t.rewrites[start:k + 1], t.folder, t.costs[start:k + 1]))
+                start, cost = k + 1, 0
+        out.append(Task(t.ctx, t.rewrites[start:], t.folder, t.costs[start:]))
     return out
 
 
@@ -398,7 +401,7 @@ class SvgWriter:
         for k, r in zip(keys, done, strict=True):
             self.renders += 1
             self.status[k] = r.status
-            _put(self.cache / k, r.status[0].encode() + r.svg)
+            write_atomic(self.cache / k, r.status[0].encode() + r.svg)  # other workers never read it half-written
             self._emit(r.status[0], r.svg, batch[k].dests)
 
     def _emit(self, status: str, svg: bytes, dests: list[tuple[str, str, dict]]) -> None:
@@ -424,13 +427,6 @@ class SvgWriter:
             path.parent.mkdir(parents=True, exist_ok=True)
             self.dirs.add(parent)
         write_atomic(path, data)
-
-
-def _put(path: Path, data: bytes) -> None:
-    """Write a cache file (in our temporary folder) so that other workers never read a partial one."""
-    tmp = path.with_name(f"{path.name}.{os.getpid()}")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
 
 
 # ---- manifest ----

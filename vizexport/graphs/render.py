@@ -48,7 +48,6 @@ _ENV: dict[str, str] | None = None  # environment for dot (see use_builtin_metri
 class Rendered:
     status: str  # "ok" | "timeout" | "error"
     svg: bytes
-    detail: str = ""
 
 
 def check_dot() -> str:
@@ -113,11 +112,11 @@ def render_one(dot: str, timeout: float, size: str = "") -> Rendered:
         return Rendered("ok", compact(_run(dot.encode(), timeout)))
     except subprocess.TimeoutExpired:
         why = f"Graphviz dot did not finish within {timeout:g} s for this graph{size}; it was not drawn."
-        return Rendered("timeout", notice_svg(["graph not drawn (time limit)", why]), why)
+        return Rendered("timeout", notice_svg(["graph not drawn (time limit)", why]))
     except graphviz.CalledProcessError as e:
         err = (e.stderr or b"").decode(errors="replace").strip().splitlines()
         why = f"Graphviz dot failed: {err[-1] if err else e}"
-        return Rendered("error", notice_svg(["graph not drawn (dot failed)", why]), why)
+        return Rendered("error", notice_svg(["graph not drawn (dot failed)", why]))
 
 
 def render_batch(dots: list[str], timeout: float, sizes: list[str] | None = None) -> list[Rendered]:

@@ -327,8 +327,7 @@ def _chain_deps(n: int, dvars: dict[int, int], rev: dict[int, set[int]]) -> None
     while x not in seen:
         seen.add(x)
         rev.setdefault(x, set()).add(n)
-        if (x := dvars.get(x, x)) in seen:
-            break
+        x = dvars.get(x, x)
 
 
 def substitute_walk(sub: Sub, root: int) -> int:
@@ -627,8 +626,3 @@ class _Run:
                     stack.append(s)
         return frozenset(out)
 
-
-def replay_all(log: RewriteLog, rewrites: Iterable[Rewrite]) -> list[Replay]:
-    """Replay rewrites (of one context, in order) in one session."""
-    r = Replayer(Nodes(log))
-    return [r.replay(rw) for rw in rewrites]

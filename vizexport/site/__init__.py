@@ -22,7 +22,7 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import CLexer
 
 from .. import __version__
-from ..graphs.export import short_path
+from ..graphs.export import short_path, write_manifest
 from ..info import summarize
 from ..output import atomic_file
 from ..perfetto import write_trace
@@ -133,8 +133,7 @@ def pack_graphs(folder: Path, manifest: dict) -> None:
             f.write(f"(window.vizexportPacks = window.vizexportPacks || []).push({json.dumps(pack)});\n".encode())
     shutil.rmtree(folder / "svg", ignore_errors=True)
     manifest["layout"] = "packs/<context-index>.js: {index: {svg/<digest>.svg: [offset, length]}, data: base64(gzip)}"
-    with atomic_file(folder / "manifest.json") as f:
-        f.write((json.dumps(manifest, ensure_ascii=False, separators=(",", ":")) + "\n").encode())
+    write_manifest(folder, manifest)
 
 
 def _step(s: dict, files: Path, svg_root: str, packed: bool) -> dict:
@@ -158,8 +157,9 @@ def _contexts(log: RewriteLog | None, manifest: dict | None, files: Path, svg_ro
     for n, c in enumerate(log.contexts):
         m = listed.get(n, {})
         rewrites = []
+        listed_rw = {x["index"]: x for x in m.get("rewrites", [])}
         for i, r in enumerate(c.rewrites):
-            mr = next((x for x in m.get("rewrites", []) if x["index"] == i), {})
+            mr = listed_rw.get(i, {})
             steps = [_step(s, files, svg_root, "pack" in m) for s in mr.get("steps", [])]
             rewrites.append({"index": i, "name": r.name, "depth": r.depth, "matches": len(r.matches),
                              "steps": steps or [{"note": "no steps rendered"}]})
