@@ -455,3 +455,11 @@ def test_shared_layout_writes_each_graph_once(tmp_path: Path):
     for f in files:
         root = ET.parse(tmp_path / f).getroot()
         assert root.find(f"{SVG}title") is None  # no caption: the site shows the step's names itself
+
+
+def test_progress_reaches_total(tmp_path: Path):
+    """render_rewrites reports rough work done, rising to its total, from forked workers too."""
+    calls: list[tuple[int, int]] = []
+    render_rewrites(log_of("sample/rewrites.pkl"), tmp_path, jobs=2, progress=lambda d, t: calls.append((d, t)))
+    dones = [d for d, _ in calls]
+    assert dones == sorted(dones) and calls[-1][0] == calls[-1][1] > 0 and len({t for _, t in calls}) == 1

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from vizexport import load_profile
 from vizexport.perfetto import write_trace
 from vizexport.records import GraphBatch, Key, Profile, Release, Span
 from vizexport.tinygrad.timeline import build_timeline
@@ -173,3 +174,29 @@ def test_trace_processor(tmp_path: Path, key: str, fmt: str):
     assert {k: got.get(k) for k in graphs} == dict(graphs)
     assert got.get("Markers", 0) == markers
     assert {r["track"].removesuffix(" Memory"): r["peak"] for r in counters} == mem
+
+
+@pytest.mark.parametrize("suffix", [".pftrace", ".json"])
+def test_progress_reports_every_event(tmp_path: Path, suffix: str):
+    """write_trace tells its progress callback the events written so far, ending at the timeline's event count."""
+    tl = build_timeline(load_profile(ROOT / "vizexport" / "data" / "sample" / "profile.pkl"))
+    calls: list[tuple[int, int]] = []
+    write_trace(tl, tmp_path / f"t{suffix}", progress=lambda done, total: calls.append((done, total)))
+    dones = [d for d, _ in calls]
+    assert dones == sorted(dones) and calls[-1] == (tl.n_events(), tl.n_events()) and len(calls) > 1
+
+
+def test_parallel_encoding_gives_the_same_bytes(monkeypatch: pytest.MonkeyPatch):
+    """Forked encoder workers (used for big timelines) write exactly what one process writes, progress included."""
+    import io
+
+    from vizexport.perfetto import proto
+    tl = build_timeline(load_profile(ROOT / "vizexport" / "data" / "sample" / "profile.pkl"))
+    monkeypatch.setattr(proto, "PARALLEL_MIN", 0)
+    monkeypatch.setattr(proto, "SEGMENT", 50)  # several segments per big track
+    outs, calls = [], []
+    for jobs in (1, 2):
+        b = io.BytesIO()
+        proto.write(tl, b, jobs=jobs, progress=lambda d, t: calls.append((d, t)))
+        outs.append(b.getvalue())
+    assert outs[0] == outs[1] and calls[-1] == (tl.n_events(), tl.n_events())

@@ -8,16 +8,19 @@ import os
 import sys
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
 from typing import Any
+
+from tqdm import tqdm
 
 from . import __version__
 from .graphs import render_rewrites
 from .graphs.export import POLICIES
 from .info import as_text, summarize
-from .output import atomic_file
+from .output import Progress, atomic_file
 from .perfetto import FORMATS, trace_format, write_trace
 from .pickles import InputError, gc_paused
 from .records import Profile, RewriteLog
@@ -96,6 +99,19 @@ def is_folder(output: Path) -> bool:
     return str(output).endswith(("/", os.sep)) or output.is_dir() or not output.suffix
 
 
+@contextmanager
+def progress_bar(desc: str, unit: str, quiet: bool = False) -> Iterator[Progress | None]:
+    """A tqdm bar on stderr while it is a terminal (nothing in CI logs or pipes): the Progress callback to pass."""
+    if quiet or not sys.stderr.isatty():
+        yield None
+        return
+    with tqdm(desc=desc, unit=unit, unit_scale=True, leave=False) as bar:
+        def update(done: int, total: int) -> None:
+            bar.total = total
+            bar.update(done - bar.n)
+        yield update
+
+
 def convert(inputs: Sequence[Path], output: Path, version: str | None = None, compress: bool = True,
             quiet: bool = False) -> int:
     """PROFILE [REWRITES] → one trace file."""
@@ -105,7 +121,8 @@ def convert(inputs: Sequence[Path], output: Path, version: str | None = None, co
     with gc_paused():  # millions of acyclic objects: see pickles.gc_paused
         prof, log = load_inputs(inputs, version)
         tl = build_timeline(prof, log)
-        size = write_trace(tl, output, compress=compress)
+        with progress_bar("writing", " events", quiet) as progress:
+            size = write_trace(tl, output, compress=compress, progress=progress)
     if not quiet:
         n = tl.n_events()
         print(f"wrote {output}: {n:,} events on {len(tl.tracks)} tracks, {size:,} bytes "
@@ -123,8 +140,10 @@ def export_folder(inputs: Sequence[Path], outdir: Path, version: str | None = No
     # and last state of each rewrite; alone they are the step-per-file export
     site = prof is not None
     render_opts["steps"] = render_opts.get("steps") or ("ends" if site else "default")
-    render = functools.partial(render_rewrites, shared=site, **render_opts) if log is not None else None
-    index = build_site(outdir, prof, log, tl, render, rewrites_dir="rewrites" if site else ".")
+    with progress_bar("drawing rewrite steps", "") as progress:
+        render = None if log is None else functools.partial(render_rewrites, shared=site, progress=progress,
+                                                            **render_opts)
+        index = build_site(outdir, prof, log, tl, render, rewrites_dir="rewrites" if site else ".")
     print(f"wrote {index} in {time.perf_counter() - t0:.2f} s")
     return index
 

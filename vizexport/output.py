@@ -3,12 +3,13 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
 TMP_SUFFIX = ".part"  # temporary files end so; an interrupted run's leftovers can be found by it
+Progress = Callable[[int, int], None]  # progress(done, total) of a long write, e.g. to drive a progress bar
 
 
 @contextmanager

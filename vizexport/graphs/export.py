@@ -14,11 +14,12 @@ import os
 import re
 import signal
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..output import Progress
 from ..pickles import InputError
 from ..records import Match, Rewrite, RewriteLog
 from .diff import match_diff
@@ -64,7 +65,7 @@ class Task:
 
 def render_rewrites(log: RewriteLog, outdir: Path | str, ctx: str | None = None, rewrite: str | None = None,
                     all_steps: bool = False, max_nodes: int = 400, jobs: int | None = None,
-                    timeout: float = 30.0, progress: Callable[[int, int], None] | None = None,
+                    timeout: float = 30.0, progress: Progress | None = None,
                     steps: str = "default", shared: bool = False) -> dict:
     """Render the steps of a rewrites trace as SVGs under `outdir`; return the manifest (also written to
     outdir/manifest.json).
@@ -191,7 +192,7 @@ def default_jobs() -> int:
 
 
 def _run_tasks(log: RewriteLog, tasks: list[Task], out: Path, cache: Path, opts: Options, jobs: int | None,
-               progress: Callable[[int, int], None] | None) -> dict[int, dict]:
+               progress: Progress | None) -> dict[int, dict]:
     """Run every task; return one manifest entry per context (parts of split contexts joined in order)."""
     _STATE.update(log=log, out=out, cache=cache, opts=opts)
     jobs = max(1, jobs if jobs is not None else default_jobs())
@@ -211,7 +212,7 @@ def _run_tasks(log: RewriteLog, tasks: list[Task], out: Path, cache: Path, opts:
         pool.join()
 
 
-def _reporting(parts: Iterable[dict], total: int, progress: Callable[[int, int], None] | None) -> Iterator[dict]:
+def _reporting(parts: Iterable[dict], total: int, progress: Progress | None) -> Iterator[dict]:
     done = 0
     for p in parts:
         done += p["_cost"]

@@ -10,6 +10,7 @@ import json
 from collections.abc import Iterator
 from typing import TextIO
 
+from ..output import Progress
 from ..timeline import Timeline, Track
 
 
@@ -18,11 +19,15 @@ def _us(ns: int) -> str:
     return f"{sign}{ns // 1000}.{ns % 1000:03d}"
 
 
-def _events(tl: Timeline) -> Iterator[str]:
+def _events(tl: Timeline, progress: Progress | None = None) -> Iterator[str]:
     dumps = json.dumps
     tracks = tl.walk()
     root_of: dict[int, Track] = {}
+    done, total = 0, tl.n_events()
     for order, t in enumerate(tracks):
+        if progress is not None and len(t):
+            done += len(t)
+            progress(done, total)
         root = t if not t.parent else root_of[t.parent]
         root_of[t.uuid] = root
         pid = root.uuid
@@ -67,10 +72,11 @@ def _slices(tl: Timeline, t: Track, pid: int, tid: int) -> Iterator[str]:
             yield f'{{"ph":"f","bp":"e","cat":"dep","id":{f},{head},"name":"dep","ts":{ts}}}'
 
 
-def write(tl: Timeline, out: TextIO) -> None:
+def write(tl: Timeline, out: TextIO, progress: Progress | None = None) -> None:
+    """Stream `tl` as Chrome JSON; `progress(done, total)` is told the events written so far, a track at a time."""
     out.write('{"traceEvents":[\n')
     first = True
-    for e in _events(tl):
+    for e in _events(tl, progress):
         out.write(e if first else ",\n" + e)
         first = False
     out.write('\n],"displayTimeUnit":"ns"}\n')

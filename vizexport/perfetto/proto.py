@@ -17,6 +17,7 @@ import zlib
 from collections.abc import Iterator
 from typing import BinaryIO
 
+from ..output import Progress
 from ..timeline import Timeline, Track
 
 _VARINTS = [bytes([i]) if i < 128 else bytes([i & 0x7F | 0x80, i >> 7]) for i in range(1 << 14)]
@@ -276,11 +277,13 @@ def _encode_shared(job: tuple[int, int, int, int]) -> bytes:
     return _encode(_shared[0], job, _shared[1])
 
 
-def write(tl: Timeline, out: BinaryIO, compress: bool = True, jobs: int | None = None) -> int:
+def write(tl: Timeline, out: BinaryIO, compress: bool = True, jobs: int | None = None,
+          progress: Progress | None = None) -> int:
     """Stream the trace to `out`: descriptors first, then one sequence per track segment. Returns bytes written.
 
     With more than one job (default: the number of cores) and a big timeline, segments are encoded in forked
-    worker processes; the output is the same bytes either way.
+    worker processes; the output is the same bytes either way. `progress(done, total)` is told the events
+    written so far, a segment at a time.
     """
     global _shared
     sink = _Sink(out, compress)
@@ -293,18 +296,21 @@ def write(tl: Timeline, out: BinaryIO, compress: bool = True, jobs: int | None =
     work = [(index[id(t)], a, b) for t in tracks for a, b in segments(t)]
     work = [(i, a, b, 2 + n) for n, (i, a, b) in enumerate(work)]  # sequence 1 holds the descriptors
     jobs = jobs or os.cpu_count() or 1
-    if jobs > 1 and tl.n_events() >= PARALLEL_MIN and "fork" in mp.get_all_start_methods():
-        _shared = (tl, compress)
-        try:
-            with mp.get_context("fork").Pool(min(jobs, len(work))) as pool:
-                for data in pool.imap(_encode_shared, work):
-                    out.write(data)
-                    sink.written += len(data)
-        finally:
-            _shared = None
-    else:
-        for job in work:
-            data = _encode(tl, job, compress)
+    done, total = 0, tl.n_events()
+    parallel = jobs > 1 and total >= PARALLEL_MIN and "fork" in mp.get_all_start_methods()
+    _shared = (tl, compress)  # set before the fork: the workers inherit it
+    pool = mp.get_context("fork").Pool(min(jobs, len(work))) if parallel else None
+    try:
+        encoded = pool.imap(_encode_shared, work) if pool else (_encode(tl, job, compress) for job in work)
+        for (_, a, b, _), data in zip(work, encoded, strict=True):
             out.write(data)
             sink.written += len(data)
+            done += b - a
+            if progress is not None:
+                progress(done, total)
+    finally:
+        _shared = None
+        if pool is not None:
+            pool.terminate()
+            pool.join()
     return sink.written
