@@ -15,16 +15,18 @@ import os
 import struct
 import zlib
 from collections.abc import Iterator
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from ..output import Progress
 from ..timeline import Timeline, Track
 
 _VARINTS = [bytes([i]) if i < 128 else bytes([i & 0x7F | 0x80, i >> 7]) for i in range(1 << 14)]
+_LOW14 = [bytes([i & 0x7F | 0x80, i >> 7 | 0x80]) for i in range(1 << 14)]  # low 14 bits, more to come
 CLOCK_INCREMENTAL, CLOCK_BOOTTIME = 64, 6
 SEQ_CLEARED, SEQ_NEEDS = 1, 2
 SLICE_BEGIN, SLICE_END, INSTANT, COUNTER = 1, 2, 3, 4
 CHUNK = 480 * 1024  # raw bytes per compressed_packets wrapper (the wrapper must stay under 512 KB)
+_SCALARS = frozenset((str, int, float, bool))
 SEGMENT = 200_000  # events per sequence of a big track (the unit of parallel encoding)
 PARALLEL_MIN = 300_000  # events below which forking workers costs more than it saves
 
@@ -32,8 +34,8 @@ PARALLEL_MIN = 300_000  # events below which forking workers costs more than it 
 def varint(n: int) -> bytes:
     if 0 <= n < 16384:
         return _VARINTS[n]
-    if 0 < n < 1 << 21:  # the usual timestamp delta: a few µs to a few ms
-        return bytes((n & 0x7F | 0x80, n >> 7 & 0x7F | 0x80, n >> 14))
+    if 0 < n < 1 << 28:  # the usual timestamp delta: µs to seconds
+        return _LOW14[n & 0x3FFF] + _VARINTS[n >> 14]
     if n < 0:
         n += 1 << 64
     out = bytearray()
@@ -83,6 +85,7 @@ class _Sequence:
         self.arg_names: dict[str, int] = {}
         self.values: dict[str, int] = {}
         self.new_interned = bytearray()
+        self.entries: dict[tuple, bytes] = {}  # (field, name, type, value) → an encoded scalar annotation
 
     def header(self) -> bytes:
         clocks = field(1, vfield(1, CLOCK_BOOTTIME) + vfield(2, self.last_ts)) + \
@@ -109,6 +112,17 @@ class _Sequence:
     def value_iid(self, s: str) -> int:
         return self._iid(self.values, s, 29, s)  # debug_annotation_string_values
 
+    def entry(self, num: int, name: str | None, v: object) -> bytes:
+        """Field `num` holding a debug annotation; a scalar one is encoded once per sequence (kernel args repeat
+        their buffer modes, dtypes and sizes)."""
+        if type(v) not in _SCALARS:
+            return field(num, self.annotation(name, v))
+        key = (num, name, type(v), v)
+        enc = self.entries.get(key)
+        if enc is None:
+            enc = self.entries[key] = field(num, self.annotation(name, v))
+        return enc
+
     def annotation(self, name: str | None, v: object) -> bytes:
         out = vfield(1, self.arg_iid(name)) if name is not None else b""
         if isinstance(v, bool):
@@ -118,9 +132,9 @@ class _Sequence:
         elif isinstance(v, float):
             out += varint(5 << 3 | 1) + struct.pack("<d", v)
         elif isinstance(v, dict):
-            out += b"".join(field(11, self.annotation(str(k), x)) for k, x in v.items())
+            out += b"".join(self.entry(11, str(k), x) for k, x in v.items())
         elif isinstance(v, (list, tuple)):
-            out += b"".join(field(12, self.annotation(None, x)) for x in v)
+            out += b"".join(self.entry(12, None, x) for x in v)
         elif isinstance(v, str) and len(v) > 24:  # long strings (tracebacks) repeat: intern them
             out += vfield(17, self.value_iid(v))
         else:
@@ -159,15 +173,17 @@ class _Sink:
 def _slices(seq: _Sequence, t: Track, sink: _Sink, start: int, end: int) -> None:
     """BEGIN/END pairs (INSTANT for dur -1) in time order; nesting is already proper on the track.
 
-    The hot loop of the writer: an END packet is cached per timestamp delta, and a plain BEGIN (no args, no flows)
-    is the delta plus a cached tail per name; only events with args or flows take the general path.
+    The hot loop of the writer: an END packet is cached per small timestamp delta, and a BEGIN without flows is
+    the delta plus a tail cached per name and args (host spans of one key share one args dict); only events with
+    flows take the general path.
     """
-    V, out, stack = _VARINTS, sink.buf, []
+    V, L, out, stack = _VARINTS, _LOW14, sink.buf, []
     end_tail = b"\x5a\x02\x48\x02" + seq.seq  # track_event{type: SLICE_END} + sequence id
     ends: dict[int, bytes] = {}  # delta → the whole END packet
-    tails: dict[tuple[int, bool], bytes] = {}  # (name, instant) → track_event field + sequence id and flags
-    ts, dur, names, args, fout, fin = t.ts, t.dur, t.names, t.args, t.flows_out, t.flows_in
-    special = {i for d in (args, fout, fin) for i in d if start <= i < end}
+    tails: dict[Any, bytes] = {}  # name (~name: instant), with id(args) if any → the packet after its timestamp
+    ts, dur, names, args = t.ts, t.dur, t.names, t.args
+    with_args = {i for i in args if start <= i < end}
+    flowing = {i for d in (t.flows_out, t.flows_in) for i in d if start <= i < end}
     last = seq.last_ts
     for i in range(start, end):
         st = ts[i]
@@ -175,43 +191,60 @@ def _slices(seq: _Sequence, t: Track, sink: _Sink, start: int, end: int) -> None
             e = stack.pop()
             pkt = ends.get(e - last)
             if pkt is None:
-                body = b"\x40" + varint(e - last) + end_tail
-                pkt = ends[e - last] = b"\x0a" + V[len(body)] + body
+                pkt = _end_packet(e - last, end_tail)
+                if e - last < 16384:
+                    ends[e - last] = pkt
             out += pkt
             last = e
         d = dur[i]
-        if i in special:
+        if i in flowing:
             seq.last_ts = last
             out += _slice_begin(seq, t, i)
-            last = st
         else:
-            key = names[i] if d >= 0 else ~names[i]
+            key: Any = names[i] if d >= 0 else ~names[i]
+            a = None
+            if i in with_args:
+                a = args[i]
+                key = (key, id(a))  # the track holds `a`: its id stays unique while we encode
             tail = tails.get(key)
             if tail is None:
-                tail, reusable = _plain_tail(seq, names[i], d < 0)
+                tail, reusable = _tail(seq, names[i], d < 0, a)
                 if reusable:
                     tails[key] = tail
             delta = st - last
-            dv = V[delta] if delta < 16384 else varint(delta)
+            dv = V[delta] if delta < 16384 else L[delta & 0x3FFF] + V[delta >> 14] if delta < 1 << 28 else \
+                varint(delta)
             n = 1 + len(dv) + len(tail)
             out += b"\x0a" + (V[n] if n < 16384 else varint(n)) + b"\x40" + dv + tail
-            last = st
+        last = st
         if d >= 0:
             stack.append(st + d)
         if len(out) >= CHUNK:
             sink.flush()
     while stack:
         e = stack.pop()
-        body = b"\x40" + varint(e - last) + end_tail
+        out += _end_packet(e - last, end_tail)
         last = e
-        out += b"\x0a" + V[len(body)] + body
     seq.last_ts = last
 
 
-def _plain_tail(seq: _Sequence, name: int, instant: bool) -> tuple[bytes, bool]:
-    """track_event{type, name_iid}, the interned name where this first use defines it, the sequence id and flags;
-    and whether the tail may be reused (not while it defines the name)."""
+def _end_packet(delta: int, end_tail: bytes) -> bytes:
+    body = b"\x40" + varint(delta) + end_tail
+    return b"\x0a" + _VARINTS[len(body)] + body
+
+
+def _event(seq: _Sequence, name: int, instant: bool, args: dict | None) -> bytes:
+    """TrackEvent fields: type, interned name, debug annotations."""
     ev = (b"\x48\x03\x50" if instant else b"\x48\x01\x50") + varint(seq.name_iid(name))
+    if args:
+        ev += b"".join(seq.entry(4, k, v) for k, v in args.items())
+    return ev
+
+
+def _tail(seq: _Sequence, name: int, instant: bool, args: dict | None) -> tuple[bytes, bool]:
+    """A BEGIN/INSTANT packet after its timestamp: the track_event, the interned data this first use defines,
+    the sequence id and flags; and whether it may be reused (not while it defines interned data)."""
+    ev = _event(seq, name, instant, args)
     tail = b"\x5a" + varint(len(ev)) + ev
     if not seq.new_interned:
         return tail + seq.needs, True
@@ -221,10 +254,8 @@ def _plain_tail(seq: _Sequence, name: int, instant: bool) -> tuple[bytes, bool]:
 
 
 def _slice_begin(seq: _Sequence, t: Track, i: int) -> bytes:
-    """The packet of a BEGIN or INSTANT with args and/or flows."""
-    ev = (b"\x48\x03\x50" if t.dur[i] < 0 else b"\x48\x01\x50") + varint(seq.name_iid(t.names[i]))
-    if i in t.args:
-        ev += b"".join(field(4, seq.annotation(k, v)) for k, v in t.args[i].items())
+    """The packet of a BEGIN or INSTANT with flows."""
+    ev = _event(seq, t.names[i], t.dur[i] < 0, t.args.get(i))
     ev += b"".join(b"\xf9\x02" + f.to_bytes(8, "little") for f in t.flows_out.get(i, ()))  # flow_ids (47)
     ev += b"".join(b"\x81\x03" + f.to_bytes(8, "little") for f in t.flows_in.get(i, ()))  # terminating (48)
     return seq.packet(t.ts[i], ev)
