@@ -182,7 +182,6 @@ def _slices(seq: _Sequence, t: Track, sink: _Sink, start: int, end: int) -> None
     ends: dict[int, bytes] = {}  # delta → the whole END packet
     tails: dict[Any, bytes] = {}  # name (~name: instant), with id(args) if any → the packet after its timestamp
     ts, dur, names, args = t.ts, t.dur, t.names, t.args
-    with_args = {i for i in args if start <= i < end}
     flowing = {i for d in (t.flows_out, t.flows_in) for i in d if start <= i < end}
     last = seq.last_ts
     for i in range(start, end):
@@ -202,9 +201,8 @@ def _slices(seq: _Sequence, t: Track, sink: _Sink, start: int, end: int) -> None
             out += _slice_begin(seq, t, i)
         else:
             key: Any = names[i] if d >= 0 else ~names[i]
-            a = None
-            if i in with_args:
-                a = args[i]
+            a = args.get(i)
+            if a is not None:
                 key = (key, id(a))  # the track holds `a`: its id stays unique while we encode
             tail = tails.get(key)
             if tail is None:
