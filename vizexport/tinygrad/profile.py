@@ -216,12 +216,17 @@ class _Reader:
         return k
 
     def range(self, e: Any) -> None:
-        # the hot path (most events are host ranges): lookups inlined
+        # the hot path (most events are host ranges): lookups and the usual exactly-ns timestamp text inlined
         d = e.__dict__
-        name, en = d["name"], d.get("en")
-        k = self.keys.get(name) if type(name) is str else None
-        self.prof.spans.append(Span(d["device"], k or self.key(name), ns(d["st"]), None if en is None else ns(en),
-                                    d.get("profile_key"), -1, bool(d.get("is_copy", False))))
+        name, st, en = d["name"], d["st"], d.get("en")
+        k = self.keys.get(name) if type(name) is str else self.ids.get(id(name))
+        try:
+            st = int(st.replace(".", "", 1)) if st[-4:-3] == "." else ns(st)
+            en = None if en is None else int(en.replace(".", "", 1)) if en[-4:-3] == "." else ns(en)
+        except (TypeError, AttributeError, ValueError):  # not exactly-ns text: ns decides
+            st, en = ns(d["st"]), None if en is None else ns(d["en"])
+        self.prof.spans.append(Span(d["device"], k or self.key(name), st, en, d.get("profile_key"), -1,
+                                    bool(d.get("is_copy", False))))
 
     def point(self, e: Any) -> None:
         d = e.__dict__

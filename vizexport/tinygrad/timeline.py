@@ -93,15 +93,16 @@ class _Builder:
         lanes: list[tuple[Track, list[int]]] = []
         cache: dict[int, tuple[int, dict]] = {}
         order = sorted(idx, key=lambda i: (spans[i].st, -(spans[i].en or spans[i].st)))
+        track0, stack0 = self._new_lane(lanes, dev, group)  # lane 0, tried first and inline: most spans go there
         for i in order:
             s = spans[i]
-            st = s.st
-            en = st if s.en is None or s.en <= st else s.en
-            stack = lanes[0][1] if lanes else None
-            while stack and stack[-1] <= st:  # lane 0 first, inline: most spans go there
-                stack.pop()
-            if stack is not None and (not stack or en <= stack[-1]):
-                track = lanes[0][0]
+            st, en = s.st, s.en
+            if en is None or en <= st:
+                en = st
+            while stack0 and stack0[-1] <= st:
+                stack0.pop()
+            if not stack0 or en <= stack0[-1]:
+                track, stack = track0, stack0
             else:
                 track, stack = next((lane for lane in lanes[1:] if _fits(lane[1], st, en)), None) or \
                     self._new_lane(lanes, dev, group)
