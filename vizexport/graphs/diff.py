@@ -41,7 +41,15 @@ def pretty(nodes: Nodes, root: int, text: ArgText, max_lines: int = MAX_LINES) -
     return lines
 
 
-def match_diff(nodes: Nodes, before: int, after: int, text: ArgText) -> list[str]:
-    """Unified diff of the matched node's subgraph and its replacement's (without trailing newlines)."""
-    return list(difflib.unified_diff(pretty(nodes, before, text), pretty(nodes, after, text), "before", "after",
-                                     lineterm=""))
+def match_diff(nodes: Nodes, before: int, after: int, text: ArgText,
+               cache: dict[int, list[str]] | None = None) -> list[str]:
+    """Unified diff of the matched node's subgraph and its replacement's (without trailing newlines). `cache`:
+    printed subgraphs by node, kept by the caller across the matches of one replay session."""
+    def lines(n: int) -> list[str]:
+        if cache is None:
+            return pretty(nodes, n, text)
+        hit = cache.get(n)
+        if hit is None:
+            hit = cache[n] = pretty(nodes, n, text)
+        return hit
+    return list(difflib.unified_diff(lines(before), lines(after), "before", "after", lineterm=""))

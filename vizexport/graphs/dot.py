@@ -116,13 +116,15 @@ class Drawer:
         self.max_nodes = max_nodes
         self._foldable: dict[int, bool] = {}
         self._plain: dict[int, str] = {}  # attributes of nodes drawn without any highlight
+        self._ports: dict[int, list[tuple[int, str, str]]] = {}  # node → its in-edges' attributes (see _in_edges)
 
-    def folds(self, n: int, root: int, keep: frozenset[int]) -> bool:
-        """Whether node n is folded into its users' labels (constants, and broadcasts of them)."""
+    def folds(self, n: int, root: int, keep: frozenset[int], new: frozenset[int] | None = None) -> bool:
+        """Whether node n is folded into its users' labels (constants, and broadcasts of them). `new`: the step's
+        new nodes, if known (nodes built on created ones are new: an old node needs no look below it)."""
         if n == root or not self.foldable(n):
             return False
         # a constant the match created (or built on something it created) is drawn, to be highlighted
-        return not keep or keep.isdisjoint(self.nodes.toposort(n))
+        return not keep or (new is not None and n not in new) or keep.isdisjoint(self.nodes.toposort(n))
 
     def foldable(self, n: int) -> bool:
         hit = self._foldable.get(n)
@@ -134,20 +136,27 @@ class Drawer:
             self._foldable[n] = hit
         return hit
 
-    def visible(self, root: int, keep: frozenset[int]) -> list[int]:
+    def visible(self, root: int, keep: frozenset[int], new: frozenset[int] | None = None) -> list[int]:
         """Drawn nodes, sources first: everything under root except folded nodes and what only they use."""
         order = self.nodes.toposort(root)
         src = self.nodes.src
+        foldable = self._foldable
         shown = {root}
+        drawn = []
         for n in reversed(order):  # users before sources
-            if n in shown and not (n != root and self.folds(n, root, keep)):
+            if n in shown:
+                if foldable.get(n, True) and self.folds(n, root, keep, new):
+                    continue
                 shown.update(src[n])
-        return [n for n in order if n in shown and (n == root or not self.folds(n, root, keep))]
+                drawn.append(n)
+        drawn.reverse()
+        return drawn
 
     def draw(self, step: Step, focus_hint: int | None = None) -> Drawn:
         assert step.sink is not None
         root, keep = step.sink, step.created
-        order = self.visible(root, keep)
+        new = step.created | step.rebuilt
+        order = self.visible(root, keep, new)
         total = len(order)
         capped = total > self.max_nodes
         hidden: dict[int, int] = {}
@@ -160,21 +169,20 @@ class Drawer:
                     f"{self.max_nodes})")
             out.append(f'label={quote(note)}; labelloc=t; fontcolor="#c92a2a";\n')
         for n in order:
-            out.append(self._node(n, ids[n], step, root, keep, hidden.get(n, 0)))
-        out.extend(self._edges(order, ids, step))
+            out.append(self._node(n, ids[n], step, root, keep, hidden.get(n, 0), new))
+        out.extend(self._edges(order, ids, new))
         out.append(self._ghost(step, ids))
         out.append("}\n")
         return Drawn("".join(out), len(order), total, capped, ids)
 
-    def _node(self, n: int, nid: str, step: Step, root: int, keep: frozenset[int], hidden: int) -> str:
-        plain = not hidden and n != root and n not in step.created and n not in step.rebuilt and (
-            not keep or keep.isdisjoint(self.nodes.src[n]))
-        if plain:
+    def _node(self, n: int, nid: str, step: Step, root: int, keep: frozenset[int], hidden: int,
+              new: frozenset[int]) -> str:
+        if not hidden and n != root and n not in new:  # an old node: its sources are old too, none is in keep
             body = self._plain.get(n)
             if body is None:
-                body = self._plain[n] = self._body(n, root, keep, 0)
+                body = self._plain[n] = self._body(n, root, keep, 0, new)
             return f'{nid} [id="{nid}", {body}];\n'
-        attrs = [f"id={quote(nid)}", self._body(n, root, keep, hidden)]
+        attrs = [f"id={quote(nid)}", self._body(n, root, keep, hidden, new)]
         if n in step.created:
             attrs += ['class="created"', f'color="{HIGHLIGHT}"', "penwidth=3"]
         elif n in step.rebuilt:
@@ -185,11 +193,11 @@ class Drawer:
             attrs.append("peripheries=2")
         return f"{nid} [{', '.join(attrs)}];\n"
 
-    def _body(self, n: int, root: int, keep: frozenset[int], hidden: int) -> str:
+    def _body(self, n: int, root: int, keep: frozenset[int], hidden: int, new: frozenset[int] | None = None) -> str:
         """Label and fill of node n."""
         nodes, labels = self.nodes, self.labels
         label = labels.head(n)
-        folded = [labels.folded_line(i, s) for i, s in enumerate(nodes.src[n]) if self.folds(s, root, keep)]
+        folded = [labels.folded_line(i, s) for i, s in enumerate(nodes.src[n]) if self.folds(s, root, keep, new)]
         if folded:
             label += "\n" + "\n".join(folded)
         if hidden:
@@ -200,19 +208,29 @@ class Drawer:
         fill = f'fillcolor="{COLORS.get(op, "#ffffff")}"'
         return f"label={quote(label)}, {fill}"
 
-    def _edges(self, order: list[int], ids: dict[int, str], step: Step) -> Iterable[str]:
-        src = self.nodes.src
-        new = step.created | step.rebuilt
+    def _edges(self, order: list[int], ids: dict[int, str], new: frozenset[int]) -> Iterable[str]:
+        """An edge from each drawn source to its user, labelled with the source's positions if it has several."""
         for n in order:
-            ports: dict[int, list[str]] = {}
-            for i, s in enumerate(src[n]):
+            nid, lit = ids[n], n in new
+            for s, plain, lit_attrs in self._in_edges(n):
                 if s in ids:
-                    ports.setdefault(s, []).append(str(i))
+                    yield f"{ids[s]} -> {nid}{lit_attrs if lit and s in new else plain}"
+
+    def _in_edges(self, n: int) -> list[tuple[int, str, str]]:
+        """(source, attributes, attributes when highlighted) of n's in-edges, one per distinct source (cached)."""
+        hit = self._ports.get(n)
+        if hit is None:
+            src = self.nodes.src[n]
+            ports: dict[int, list[str]] = {}
+            for i, s in enumerate(src):
+                ports.setdefault(s, []).append(str(i))
+            hit = []
             for s, idx in ports.items():
-                attrs = [f"headlabel={quote(','.join(idx))}"] if len(src[n]) > 1 else []
-                if s in new and n in new:
-                    attrs.append(f'color="{HIGHLIGHT}"')
-                yield f"{ids[s]} -> {ids[n]}{' [' + ', '.join(attrs) + ']' if attrs else ''};\n"
+                label = f'headlabel="{",".join(idx)}"' if len(src) > 1 else ""  # digits: nothing to quote
+                lit = f'{label}, color="{HIGHLIGHT}"' if label else f'color="{HIGHLIGHT}"'
+                hit.append((s, f" [{label}];\n" if label else ";\n", f" [{lit}];\n"))
+            self._ports[n] = hit
+        return hit
 
     def _ghost(self, step: Step, ids: dict[int, str]) -> str:
         """The replaced node, drawn apart, pointing at its replacement (if the replacement is drawn and it is gone).

@@ -7,6 +7,7 @@ running its own `dot`; identical graphs are laid out once across all of them.
 """
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import multiprocessing
@@ -247,6 +248,18 @@ def _exit(signum: int, frame: Any) -> None:
 
 def render_context(task: Task) -> dict:
     """Replay and render the selected rewrites of one context; return its manifest entry (with "_stats")."""
+    # a replay makes millions of tuples and no reference cycles: the cyclic collector would only scan them again
+    # and again (and, in a forked worker, copy the pages of the log it inherited)
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _render_context(task)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _render_context(task: Task) -> dict:
     log: RewriteLog = _STATE["log"]
     opts: Options = _STATE["opts"]
     c = log.contexts[task.ctx]
@@ -267,6 +280,7 @@ class _ContextJob:
         self.nodes = nodes
         self.replay_errors = 0
         self.capped = 0
+        self.printed: dict[int, list[str]] = {}  # subgraphs printed for diffs, by node
 
     def rewrite(self, ri: int, rw: Rewrite, rep: Replay) -> dict:
         folder = f"{self.task.folder}/{ri:03d}-{slug(rw.name)}"
@@ -303,7 +317,7 @@ class _ContextJob:
         self.capped += drawn.capped
         e["svg"] = self.svgs.add(drawn, stem + ".svg", caption, e)
         if m is not None and step.before is not None and step.after is not None:
-            diff = match_diff(self.nodes, step.before, step.after, self.labels.text)
+            diff = match_diff(self.nodes, step.before, step.after, self.labels.text, self.printed)
             head = f"# {caption}\n"
             self.svgs.write_text(stem + ".diff", head + "\n".join(diff) + ("\n" if diff else ""))
             e["diff"] = f"{stem}.diff"

@@ -13,6 +13,7 @@ per-step error and is left out.
 """
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -75,7 +76,10 @@ class Nodes:
         self.src: list[tuple[int, ...]] = []
         self.arg: list[Any] = []
         self.tag: list[Any] = []
+        self._akey: list[Hashable] = []  # key of each node's arg and tag, for rebuilds
+        self._tkey: list[Hashable] = []
         self._index: dict[tuple, int] = {}
+        self.calls = False  # whether any node is a CALL/FUNCTION (else no call rule can apply)
         self._loaded: dict[int, int] = {}  # table id → node
         self._keys: dict[int, tuple[Any, Hashable]] = {}  # id(argument object) → (object, key)
         self._embedded: dict[int, tuple[Stub, int]] = {}  # id(UOp stand-in inside an argument) → (it, node)
@@ -86,26 +90,36 @@ class Nodes:
         return len(self.op)
 
     def make(self, op: str, dtype: str, src: tuple[int, ...], arg: Any = None, tag: Any = None) -> int:
-        key = (op, dtype, src, self.key(arg), self.key(tag))
-        n = self._index.get(key)
-        if n is None:
-            n = self._index[key] = len(self.op)
-            self.op.append(op)
-            self.dtype.append(dtype)
-            self.src.append(src)
-            self.arg.append(arg)
-            self.tag.append(tag)
+        akey, tkey = self.key(arg), self.key(tag)
+        n = self._index.get((op, dtype, src, akey, tkey))
+        return self._add(op, dtype, src, arg, tag, akey, tkey) if n is None else n
+
+    def _add(self, op: str, dtype: str, src: tuple[int, ...], arg: Any, tag: Any, akey: Hashable, tkey: Hashable
+             ) -> int:
+        n = self._index[(op, dtype, src, akey, tkey)] = len(self.op)
+        if op in CALLS:
+            self.calls = True
+        self.op.append(op)
+        self.dtype.append(dtype)
+        self.src.append(src)
+        self.arg.append(arg)
+        self.tag.append(tag)
+        self._akey.append(akey)
+        self._tkey.append(tkey)
         return n
 
     def rebuild(self, n: int, src: tuple[int, ...], rederive: bool = False) -> int:
         """Node `n` with new sources (tinygrad: UOp(n.op, dtype, new_src, n.arg, n.tag))."""
-        dtype = self._rederived(n, src) if rederive else self.dtype[n]
-        return self.make(self.op[n], dtype, src, self.arg[n], self.tag[n])
+        op, dtype, akey, tkey = self.op[n], self.dtype[n], self._akey[n], self._tkey[n]
+        if rederive:
+            dtype = self._rederived(n, src)
+        m = self._index.get((op, dtype, src, akey, tkey))  # the hot path of a replay: keys are not recomputed
+        return self._add(op, dtype, src, self.arg[n], self.tag[n], akey, tkey) if m is None else m
 
     def _rederived(self, n: int, src: tuple[int, ...]) -> str:
         """0.14's _rebuild_dtype for the common ops: unchanged unless a source's dtype changed."""
-        old = self.src[n]
-        if len(old) != len(src) or all(self.dtype[a] == self.dtype[b] for a, b in zip(old, src, strict=True)):
+        old, dt = self.src[n], self.dtype.__getitem__
+        if len(old) != len(src) or list(map(dt, old)) == list(map(dt, src)):
             return self.dtype[n]
         op = self.op[n]
         if op in PASS_DTYPE and src:
@@ -240,7 +254,7 @@ class Sub:
     clean: Callable[[int], bool] | None  # None: every node may change
     rederive: bool
     memo: dict[int, int] | None = None
-    rev: dict[int, set[int]] | None = None
+    rev: defaultdict[int, set[int]] | None = None
 
     def invalidate(self, key: int) -> None:
         memo, rev = self.memo, self.rev
@@ -251,10 +265,11 @@ class Sub:
         while stack:
             x = stack.pop()
             memo.pop(x, None)
-            for d in rev.pop(x, ()):
-                if d not in seen:
-                    seen.add(d)
-                    stack.append(d)
+            users = rev.pop(x, None)
+            if users:
+                users -= seen
+                seen |= users
+                stack.extend(users)
 
 
 def substitute_fixed(sub: Sub, root: int) -> int:
@@ -266,14 +281,22 @@ def substitute_fixed(sub: Sub, root: int) -> int:
     waiting: dict[int, list[tuple[int, int, int]]] = {}
     on_stack = {root}
     stack = [(root, 0, root)]
+    looked = replace.get
 
     def done(n: int, v: int, deps: Iterable[int]) -> None:
         replace[n] = v
         if rev is not None:
             for d in deps:
-                rev.setdefault(d, set()).add(n)
+                rev[d].add(n)
         if n in waiting:
             stack.extend(waiting.pop(n))
+
+    def settled(s: int) -> bool:
+        """Whether source s is clean, and then done (it is its own result: nothing to visit)."""
+        if not clean(s):  # type: ignore[misc]
+            return False
+        done(s, s, ())
+        return True
 
     while stack:
         n, stage, cur = stack.pop()
@@ -287,28 +310,44 @@ def substitute_fixed(sub: Sub, root: int) -> int:
                 cur = _fixed_point(n, dvars)
                 if rev is not None:
                     _chain_deps(n, dvars, rev)
-            stack.append((n, 1, cur))
             if skip is not None and skip(cur):
                 replace[src[cur][0]] = src[cur][0]
-            for s in reversed(src[cur]):
-                if s not in on_stack:
-                    stack.append((s, 0, s))
-                    on_stack.add(s)
-        elif stage == 1:  # all sources done: keep, or rebuild and look the rebuilt node up again
-            new: list[int] = []
-            for s in src[cur]:
-                if (r := replace.get(s)) is None:
-                    waiting.setdefault(s, []).append((n, 1, cur))
-                    break
-                new.append(r)
+            # sources to visit, in push order (popping one already done would do nothing); clean ones are done
+            # here, without a stack round trip (a wide node has hundreds): all of them when no call body is
+            # skipped (then the order of visits cannot change a result), else the first ones popped (nothing else
+            # would happen before they are done)
+            push = list(dict.fromkeys(s for s in reversed(src[cur]) if s not in replace and s not in on_stack))
+            if clean is not None and skip is None:
+                push = [s for s in push if not settled(s)]
+            elif clean is not None:
+                while push and push[-1] not in waiting and settled(push[-1]):
+                    push.pop()
+            on_stack.update(push)
+            if push or any(s not in replace for s in src[cur]):
+                stack.append((n, 1, cur))
+                stack.extend([(s, 0, s) for s in push])
+                continue
+        if stage <= 1:  # all sources done: keep, or rebuild and look the rebuilt node up again
+            old = src[cur]
+            new = tuple(map(looked, old))
+            if None in new:
+                waiting.setdefault(old[new.index(None)], []).append((n, 1, cur))
+            elif new == old:
+                done(n, cur, old)
             else:
-                if tuple(new) == src[cur]:
-                    done(n, cur, src[cur])
+                rebuilt = nodes.rebuild(cur, new, sub.rederive)
+                if rev is not None:
+                    for s in old:
+                        rev[s].add(n)
+                if rebuilt in replace:  # what popping (rebuilt, 0) and then (n, 2) would do
+                    done(n, replace[rebuilt], (rebuilt,))
+                elif (rebuilt not in dvars and rebuilt not in waiting and (skip is None or not skip(rebuilt))
+                      and tuple(map(looked, new)) == new):
+                    # the usual case: its sources are done and are their own results, so is it (as its visit
+                    # would find, with nothing else happening in between)
+                    done(rebuilt, rebuilt, new)
+                    done(n, rebuilt, (rebuilt,))
                 else:
-                    rebuilt = nodes.rebuild(cur, tuple(new), sub.rederive)
-                    if rev is not None:
-                        for s in src[cur]:
-                            rev.setdefault(s, set()).add(n)
                     stack.append((n, 2, rebuilt))
                     stack.append((rebuilt, 0, rebuilt))
         elif (r := replace.get(cur)) is None:  # stage 2: link n to its rebuilt node's result
@@ -320,13 +359,13 @@ def substitute_fixed(sub: Sub, root: int) -> int:
     return replace[root]
 
 
-def _chain_deps(n: int, dvars: dict[int, int], rev: dict[int, set[int]]) -> None:
+def _chain_deps(n: int, dvars: dict[int, int], rev: defaultdict[int, set[int]]) -> None:
     """n's result depends on the lookups along its replacement chain."""
     x = dvars[n]
     seen = {n}
     while x not in seen:
         seen.add(x)
-        rev.setdefault(x, set()).add(n)
+        rev[x].add(n)
         x = dvars.get(x, x)
 
 
@@ -377,28 +416,28 @@ class LiveGraph:
         return len(self.ref)
 
     def _add(self, root: int) -> list[int]:
-        """Register every node under `root` not yet present; return them (sources first)."""
+        """Register every node under `root` not yet present; return them (users before sources)."""
         ref, users, src = self.ref, self.users, self.src
-        added: list[int] = []
         if root in ref:
-            return added
-        stack = [(root, False)]
-        while stack:
-            n, done = stack.pop()
-            if n in ref:
-                continue
-            if not done:
-                stack.append((n, True))
-                stack.extend((s, False) for s in src[n] if s not in ref)
-                continue
-            ref[n] = 0
+            return []
+        ref[root] = 0
+        added = [root]
+        stack = [root]
+        while stack:  # each new node once: count its uses of its sources, and visit the new ones
+            n = stack.pop()
             for s in src[n]:
-                ref[s] += 1
-            if users is not None:
+                if s in ref:
+                    ref[s] += 1
+                else:
+                    ref[s] = 1
+                    added.append(s)
+                    stack.append(s)
+        if users is not None:
+            for n in added:
                 users[n] = set()
+            for n in added:
                 for s in src[n]:
                     users[s].add(n)
-            added.append(n)
         return added
 
     def _drop(self, n: int) -> list[int]:
@@ -554,7 +593,7 @@ class _Run:
         self.dirty0: set[int] = set()  # bottom-up: nodes of the original graph with a key below them
         # results persist across steps unless a call body could be skipped (tinygrad's order-dependent rule)
         self.memo: dict[int, int] | None = None if walk or self._has_calls(live.ref) else {}
-        self.rev: dict[int, set[int]] = {}
+        self.rev: defaultdict[int, set[int]] = defaultdict(set)
 
     def _has_calls(self, nodes: Iterable[int]) -> bool:
         return self.skip is not None and any(self.skip(n) for n in nodes)
@@ -583,13 +622,14 @@ class _Run:
         except ReplayError as e:
             new, error = self.nodes.error(str(e)), f"substitution failed: {e}"
         added, removed = self.live.set_root(new)
+        fresh = set(added)
         if self.advance:
-            self.keys_in_base.update(n for n in added if n in self.dvars)
+            self.keys_in_base |= self.dvars.keys() & fresh
             self.keys_in_base.difference_update(removed)
         if self.memo is not None and self._has_calls(added):
             self.memo = None
-        created = self._created(u1, set(added))
-        return Step(k, i, new, u0, u1, created, frozenset(added) - created, len(self.live), error)
+        created = self._created(u1, fresh)
+        return Step(k, i, new, u0, u1, created, frozenset(fresh - created), len(self.live), error)
 
     def _sub(self, u0: int) -> Sub:
         # bookkeeping of where the keys are, in both modes (the memo is dropped when a skippable call shows up)
@@ -603,7 +643,8 @@ class _Run:
             sub.invalidate(u0)
             return sub
         dirty = self.base.ancestors(self.keys_in_base, set()) if self.advance else self.dirty0
-        return Sub(self.nodes, self.dvars, self.skip, _cleaner(self.base, dirty, self.dvars, self.nodes.src),
+        skip = self.skip if self.nodes.calls else None  # no call body anywhere: none to skip
+        return Sub(self.nodes, self.dvars, skip, _cleaner(self.base, dirty, self.dvars, self.nodes.src),
                    self.rederive)
 
     def _created(self, u1: int, fresh: set[int]) -> frozenset[int]:
