@@ -2,26 +2,30 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
 TMP_SUFFIX = ".part"  # temporary files end so; an interrupted run's leftovers can be found by it
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
 Progress = Callable[[int, int], None]  # progress(done, total) of a long write, e.g. to drive a progress bar
 
 
 @contextmanager
 def atomic_file(path: Path) -> Iterator[BinaryIO]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TMP_SUFFIX)
+    """A file to write `path` through. Lean, as a run can write tens of thousands of small files: the temporary name
+    is per process (one writer per path at a time), it is created with the usual permissions, and the folder is
+    made only when missing."""
+    tmp = f"{path.parent}/.{path.name}.{os.getpid()}{TMP_SUFFIX}"
+    try:
+        fd = os.open(tmp, _CREATE, 0o666)
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(tmp, _CREATE, 0o666)
     try:
         with os.fdopen(fd, "wb") as f:
             yield f
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a finished output gets the usual permissions
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)

@@ -118,13 +118,13 @@ class Drawer:
         self._plain: dict[int, str] = {}  # attributes of nodes drawn without any highlight
         self._ports: dict[int, list[tuple[int, str, str]]] = {}  # node → its in-edges' attributes (see _in_edges)
 
-    def folds(self, n: int, root: int, keep: frozenset[int], new: frozenset[int] | None = None) -> bool:
+    def folds(self, n: int, root: int, keep: frozenset[int], new: frozenset[int]) -> bool:
         """Whether node n is folded into its users' labels (constants, and broadcasts of them). `new`: the step's
-        new nodes, if known (nodes built on created ones are new: an old node needs no look below it)."""
+        new nodes (nodes built on created ones are new: an old node needs no look below it)."""
         if n == root or not self.foldable(n):
             return False
         # a constant the match created (or built on something it created) is drawn, to be highlighted
-        return not keep or (new is not None and n not in new) or keep.isdisjoint(self.nodes.toposort(n))
+        return not keep or n not in new or keep.isdisjoint(self.nodes.toposort(n))
 
     def foldable(self, n: int) -> bool:
         hit = self._foldable.get(n)
@@ -136,7 +136,7 @@ class Drawer:
             self._foldable[n] = hit
         return hit
 
-    def visible(self, root: int, keep: frozenset[int], new: frozenset[int] | None = None) -> list[int]:
+    def visible(self, root: int, keep: frozenset[int], new: frozenset[int]) -> list[int]:
         """Drawn nodes, sources first: everything under root except folded nodes and what only they use."""
         order = self.nodes.toposort(root)
         src = self.nodes.src
@@ -193,7 +193,7 @@ class Drawer:
             attrs.append("peripheries=2")
         return f"{nid} [{', '.join(attrs)}];\n"
 
-    def _body(self, n: int, root: int, keep: frozenset[int], hidden: int, new: frozenset[int] | None = None) -> str:
+    def _body(self, n: int, root: int, keep: frozenset[int], hidden: int, new: frozenset[int]) -> str:
         """Label and fill of node n."""
         nodes, labels = self.nodes, self.labels
         label = labels.head(n)

@@ -18,7 +18,7 @@ from xml.sax.saxutils import escape
 import graphviz
 from graphviz.backend import dot_command
 
-from ..output import TMP_SUFFIX
+from ..output import TMP_SUFFIX, atomic_file
 
 CAPTION_PT = 16
 _NOISE = re.compile(rb"<!--.*?-->\n|<title>[^<]*</title>\n", re.S)  # per-node comments and "n12" titles
@@ -191,23 +191,9 @@ def captioned(svg: bytes, caption: str) -> bytes:
 
 
 def write_atomic(path: Path, data: bytes) -> None:
-    """Write `data` to `path` via a temporary file in the same folder: readers never see a partial file.
-
-    Leaner than output.atomic_file (tens of thousands of small files per run): one temporary name per process
-    (files are written one at a time), created with the usual permissions, and the folder made only when missing."""
-    tmp = f"{path.parent}/.{path.name}.{os.getpid()}{TMP_SUFFIX}"
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
-    except FileNotFoundError:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
-    try:
-        with open(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    """Write `data` to `path` via a temporary file in the same folder: readers never see a partial file."""
+    with atomic_file(path) as f:
+        f.write(data)
 
 
 def remove_leftovers(root: Path) -> None:
