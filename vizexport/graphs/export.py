@@ -394,8 +394,8 @@ class SvgWriter:
         if key in self.pending:
             self.pending[key].dests.append((rel, caption, entry))
             return rel
-        if key in self.status or (self.cache / key).exists():
-            data = (self.cache / key).read_bytes()
+        if key in self.status or self._cached(key).exists():
+            data = self._cached(key).read_bytes()
             self._emit(chr(data[0]), data[1:], [(rel, caption, entry)])
             return rel
         if self.pending and self.nodes + drawn.nodes > BATCH_NODES:
@@ -416,8 +416,12 @@ class SvgWriter:
         for k, r in zip(keys, done, strict=True):
             self.renders += 1
             self.status[k] = r.status
-            write_atomic(self.cache / k, r.status[0].encode() + r.svg)  # other workers never read it half-written
+            write_atomic(self._cached(k), r.status[0].encode() + r.svg)  # other workers never read it half-written
             self._emit(r.status[0], r.svg, batch[k].dests)
+
+    def _cached(self, key: str) -> Path:
+        """The cache file of a digest, in one of 256 folders: lookups in one folder of 20,000 files cost more."""
+        return self.cache / key[:2] / key[2:]
 
     def _emit(self, status: str, svg: bytes, dests: list[tuple[str, str, dict]]) -> None:
         for rel, caption, entry in dests:

@@ -13,6 +13,7 @@ import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 from xml.sax.saxutils import escape
 
 import graphviz
@@ -58,11 +59,19 @@ def check_dot() -> str:
         raise DotMissing("Graphviz's `dot` is not installed (Debian/Ubuntu: apt-get install graphviz)") from None
 
 
+def _scratch() -> BinaryIO:
+    """An unnamed file in memory where the OS has them (Linux), else on disk: creating and dropping thousands of
+    disk files costs the file system more than the writes."""
+    if hasattr(os, "memfd_create"):
+        return open(os.memfd_create("vizexport-dot", os.MFD_CLOEXEC), "w+b")
+    return tempfile.TemporaryFile()
+
+
 def _run(data: bytes, timeout: float) -> bytes:
-    """dot's SVG output for `data`. Input and output go through unnamed temporary files, not pipes: a batch's SVG
+    """dot's SVG output for `data`. Input and output go through unnamed scratch files, not pipes: a batch's SVG
     is megabytes, which a pipe hands over a few KiB per wake-up (a round of context switches and polls each)."""
     cmd = dot_command.command("dot", "svg")
-    with tempfile.TemporaryFile() as src, tempfile.TemporaryFile() as out:
+    with _scratch() as src, _scratch() as out:
         src.write(data)
         src.seek(0)
         proc = subprocess.run(cmd, stdin=src, stdout=out, stderr=subprocess.PIPE, timeout=timeout, env=_ENV)

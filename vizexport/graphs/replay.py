@@ -13,9 +13,10 @@ per-step error and is left out.
 """
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any
 
 from ..pickles import EnumValue, Stub
@@ -244,8 +245,9 @@ class Sub:
     """One substitution: the replacements, the call rule, and which nodes may change (`clean` ones cannot: no
     replacement key below them, so tinygrad's rewrite returns them as they are; skipping them changes nothing).
 
-    With `memo`, results persist across the steps of a replay (they depend only on the node and the replacements):
-    `rev` records which results were computed from which nodes, and `invalidate` drops those a new key affects.
+    With `memo` (only where no call body can be skipped, so without `skip` or `clean`), results persist across the
+    steps of a replay (they depend only on the node and the replacements): `rev` records which results were computed
+    from which nodes, and `invalidate` drops those a new key affects.
     """
 
     nodes: Nodes
@@ -261,33 +263,31 @@ class Sub:
         if memo is None or rev is None:
             return
         stack = [key]
-        seen = {key}
-        while stack:
+        while stack:  # a node's users are popped with it: each is reached at most once per edge
             x = stack.pop()
             memo.pop(x, None)
             users = rev.pop(x, None)
             if users:
-                users -= seen
-                seen |= users
                 stack.extend(users)
+
+
+_UNFINISHED = "substitution did not finish (a replacement contains the node it replaces)"
 
 
 def substitute_fixed(sub: Sub, root: int) -> int:
     """tinygrad's bottom-up graph_rewrite with the substitute pattern (RewriteContext.unified_rewrite, bpm only)."""
+    if sub.memo is not None:
+        return _substitute_memo(sub, root)
     nodes, dvars, skip, clean = sub.nodes, sub.dvars, sub.skip, sub.clean
     src = nodes.src
-    replace: dict[int, int] = {} if sub.memo is None else sub.memo
-    rev = sub.rev
+    replace: dict[int, int] = {}
     waiting: dict[int, list[tuple[int, int, int]]] = {}
     on_stack = {root}
     stack = [(root, 0, root)]
     looked = replace.get
 
-    def done(n: int, v: int, deps: Iterable[int]) -> None:
+    def done(n: int, v: int) -> None:
         replace[n] = v
-        if rev is not None:
-            for d in deps:
-                rev[d].add(n)
         if n in waiting:
             stack.extend(waiting.pop(n))
 
@@ -295,7 +295,7 @@ def substitute_fixed(sub: Sub, root: int) -> int:
         """Whether source s is clean, and then done (it is its own result: nothing to visit)."""
         if not clean(s):  # type: ignore[misc]
             return False
-        done(s, s, ())
+        done(s, s)
         return True
 
     while stack:
@@ -304,12 +304,10 @@ def substitute_fixed(sub: Sub, root: int) -> int:
             continue
         if stage == 0:  # look the node up (to a fixed point), then visit the result's sources
             if clean is not None and clean(n):
-                done(n, n, ())
+                done(n, n)
                 continue
             if n in dvars:
                 cur = _fixed_point(n, dvars)
-                if rev is not None:
-                    _chain_deps(n, dvars, rev)
             if skip is not None and skip(cur):
                 replace[src[cur][0]] = src[cur][0]
             # sources to visit, in push order (popping one already done would do nothing); clean ones are done
@@ -333,30 +331,98 @@ def substitute_fixed(sub: Sub, root: int) -> int:
             if None in new:
                 waiting.setdefault(old[new.index(None)], []).append((n, 1, cur))
             elif new == old:
-                done(n, cur, old)
+                done(n, cur)
             else:
                 rebuilt = nodes.rebuild(cur, new, sub.rederive)
-                if rev is not None:
-                    for s in old:
-                        rev[s].add(n)
                 if rebuilt in replace:  # what popping (rebuilt, 0) and then (n, 2) would do
-                    done(n, replace[rebuilt], (rebuilt,))
+                    done(n, replace[rebuilt])
                 elif (rebuilt not in dvars and rebuilt not in waiting and (skip is None or not skip(rebuilt))
                       and tuple(map(looked, new)) == new):
                     # the usual case: its sources are done and are their own results, so is it (as its visit
                     # would find, with nothing else happening in between)
-                    done(rebuilt, rebuilt, new)
-                    done(n, rebuilt, (rebuilt,))
+                    done(rebuilt, rebuilt)
+                    done(n, rebuilt)
                 else:
                     stack.append((n, 2, rebuilt))
                     stack.append((rebuilt, 0, rebuilt))
         elif (r := replace.get(cur)) is None:  # stage 2: link n to its rebuilt node's result
             waiting.setdefault(cur, []).append((n, 2, cur))
         else:
-            done(n, r, (cur,))
+            done(n, r)
     if root not in replace:
-        raise ReplayError("substitution did not finish (a replacement contains the node it replaces)")
+        raise ReplayError(_UNFINISHED)
     return replace[root]
+
+
+def _substitute_memo(sub: Sub, root: int) -> int:
+    """substitute_fixed when no call body is skipped, so the order of visits cannot change a result: a plain
+    depth-first pass over the nodes without a result yet (after a step, the ancestors of its key). A node's result
+    is its fixed point's, or, if that node's sources changed, the result of the node rebuilt on their results.
+    Needing a node's result while computing it is a replacement cycle."""
+    nodes, dvars, rev, rederive = sub.nodes, sub.dvars, sub.rev, sub.rederive
+    replace: dict[int, int] = sub.memo  # type: ignore[assignment]
+    assert rev is not None
+    src, rebuild, looked = nodes.src, nodes.rebuild, replace.get
+    active: dict[int, int] = {}  # nodes being computed → their fixed point
+    linked: dict[int, int] = {}  # nodes waiting for the result of their rebuilt node
+    stack = [root]
+    while stack:
+        n = stack[-1]
+        cur = active.get(n)
+        if cur is None:  # first visit
+            if n in replace:
+                stack.pop()
+                continue
+            cur = n
+            if n in dvars:
+                cur = _fixed_point(n, dvars)
+                _chain_deps(n, dvars, rev)
+            active[n] = cur
+        elif (r := linked.pop(n, None)) is not None:  # back from its rebuilt node
+            _finish(n, replace[r], (r,), replace, rev, active, stack)
+            continue
+        old = src[cur]
+        pending = [s for s in old if s not in replace]
+        if pending:
+            if any(s in active for s in pending):
+                raise ReplayError(_UNFINISHED)
+            stack.extend(reversed(pending))
+            continue
+        new = tuple(map(looked, old))
+        if new == old:
+            _finish(n, cur, old, replace, rev, active, stack)
+            continue
+        rebuilt = rebuild(cur, new, rederive)
+        _depend(rev, old, n)
+        if rebuilt in replace:
+            _finish(n, replace[rebuilt], (rebuilt,), replace, rev, active, stack)
+        elif rebuilt not in dvars and rebuilt not in active and tuple(map(looked, new)) == new:
+            replace[rebuilt] = rebuilt  # the usual case: built on settled nodes, it is its own result
+            _depend(rev, new, rebuilt)
+            _finish(n, rebuilt, (rebuilt,), replace, rev, active, stack)
+        elif rebuilt in active:
+            raise ReplayError(_UNFINISHED)
+        else:
+            linked[n] = rebuilt
+            stack.append(rebuilt)
+    return replace[root]
+
+
+def _depend(rev: defaultdict[int, set[int]], deps: tuple[int, ...], n: int) -> None:
+    """rev[d].add(n) for each d; in C for many (a sink has hundreds of sources, and is rebuilt at every step)."""
+    if len(deps) > 16:
+        deque(map(set.add, map(rev.__getitem__, deps), repeat(n)), 0)
+    else:
+        for d in deps:
+            rev[d].add(n)
+
+
+def _finish(n: int, v: int, deps: tuple[int, ...], replace: dict[int, int], rev: defaultdict[int, set[int]],
+            active: dict[int, int], stack: list[int]) -> None:
+    replace[n] = v
+    _depend(rev, deps, n)
+    del active[n]
+    stack.pop()
 
 
 def _chain_deps(n: int, dvars: dict[int, int], rev: defaultdict[int, set[int]]) -> None:
