@@ -1,14 +1,17 @@
 """Rewrite trace → SVG step sequences with the default policy: SVGs per second, total seconds, cap hits.
 
-Usage: python benchmarks/bench_rewrites.py [REWRITES.pkl ...] [--jobs N] [--max-nodes N] [--all-steps] [--keep DIR]
+Usage: python benchmarks/bench_rewrites.py [REWRITES.pkl ...] [--jobs N] [--max-nodes N] [--all-steps] [--matches N]
+       [--keep DIR]
 
 Without files it runs the largest rewrites fixture (../shared/fixtures/tinygrad/0.14.0-hcq2) and a training-step
 trace of tinygrad 0.14.0 on the NULL device (made once by tools/make_training_trace.py, ~49,000 matches). The goal
-(issue 5) is a 40k-match trace in under 2 minutes on 2 cores: `taskset -c 0,1 python benchmarks/bench_rewrites.py`.
+(issue 5) is a 40k-match trace in under 2 minutes on 2 cores: `python benchmarks/bench_rewrites.py --matches 40000`
+renders the first contexts of the training trace up to 40,000 matches.
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import resource
 import sys
 import tempfile
@@ -42,9 +45,20 @@ def size_mb(folder: Path) -> float:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) / 1e6
 
 
+def first_contexts(log: vizexport.RewriteLog, matches: int) -> vizexport.RewriteLog:
+    """The trace cut after its first contexts that hold at least `matches` matches."""
+    total = k = 0
+    while k < len(log.contexts) and total < matches:
+        total += sum(len(rw.matches) for rw in log.contexts[k].rewrites)
+        k += 1
+    return dataclasses.replace(log, contexts=log.contexts[:k])
+
+
 def bench(path: Path, out: Path, args: argparse.Namespace) -> None:
     t0, c0 = time.perf_counter(), cpu_seconds()
     log = vizexport.load_rewrites(path)
+    if args.matches:
+        log = first_contexts(log, args.matches)
     t1 = time.perf_counter()
     m = render_rewrites(log, out, all_steps=args.all_steps, max_nodes=args.max_nodes, jobs=args.jobs)
     t2, c2 = time.perf_counter(), cpu_seconds()
@@ -66,6 +80,7 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--max-nodes", type=int, default=400)
     ap.add_argument("--all-steps", action="store_true")
+    ap.add_argument("--matches", type=int, help="only the first contexts, up to about this many matches (e.g. 40000)")
     ap.add_argument("--keep", type=Path, help="write the SVGs here (default: a temporary folder, removed)")
     args = ap.parse_args()
     files = args.files or [p for p in (BIGGEST,) if p.exists()] + [training_trace()]
