@@ -62,9 +62,10 @@ def check_dot() -> str:
 def _scratch() -> BinaryIO:
     """An unnamed file in memory where the OS has them (Linux), else on disk: creating and dropping thousands of
     disk files costs the file system more than the writes."""
-    if hasattr(os, "memfd_create"):
+    try:
         return open(os.memfd_create("vizexport-dot", os.MFD_CLOEXEC), "w+b")
-    return tempfile.TemporaryFile()
+    except (AttributeError, OSError):  # not Linux, or a sandbox that forbids it
+        return tempfile.TemporaryFile()
 
 
 def _run(data: bytes, timeout: float) -> bytes:
