@@ -45,11 +45,8 @@ def match_diff(nodes: Nodes, before: int, after: int, text: ArgText,
                cache: dict[int, list[str]] | None = None) -> list[str]:
     """Unified diff of the matched node's subgraph and its replacement's (without trailing newlines). `cache`:
     printed subgraphs by node, kept by the caller across the matches of one replay session."""
-    def lines(n: int) -> list[str]:
-        if cache is None:
-            return pretty(nodes, n, text)
-        hit = cache.get(n)
-        if hit is None:
-            hit = cache[n] = pretty(nodes, n, text)
-        return hit
-    return list(difflib.unified_diff(lines(before), lines(after), "before", "after", lineterm=""))
+    cache = {} if cache is None else cache
+    for n in (before, after):
+        if n not in cache:
+            cache[n] = pretty(nodes, n, text)
+    return list(difflib.unified_diff(cache[before], cache[after], "before", "after", lineterm=""))

@@ -7,7 +7,6 @@ running its own `dot`; identical graphs are laid out once across all of them.
 """
 from __future__ import annotations
 
-import gc
 import hashlib
 import json
 import multiprocessing
@@ -21,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..output import Progress
-from ..pickles import InputError
+from ..pickles import InputError, gc_paused
 from ..records import Match, Rewrite, RewriteLog
 from .diff import match_diff
 from .dot import Drawer, Drawn, Labels
@@ -250,13 +249,8 @@ def render_context(task: Task) -> dict:
     """Replay and render the selected rewrites of one context; return its manifest entry (with "_stats")."""
     # a replay makes millions of tuples and no reference cycles: the cyclic collector would only scan them again
     # and again (and, in a forked worker, copy the pages of the log it inherited)
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused():
         return _render_context(task)
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _render_context(task: Task) -> dict:

@@ -253,7 +253,7 @@ class Sub:
     nodes: Nodes
     dvars: dict[int, int]
     skip: Callable[[int], bool] | None  # None: no call bodies to skip
-    clean: Callable[[int], bool] | None  # None: every node may change
+    clean: Callable[[int], bool] | None  # None only with memo (that pass looks every node up)
     rederive: bool
     memo: dict[int, int] | None = None
     rev: defaultdict[int, set[int]] | None = None
@@ -279,6 +279,7 @@ def substitute_fixed(sub: Sub, root: int) -> int:
     if sub.memo is not None:
         return _substitute_memo(sub, root)
     nodes, dvars, skip, clean = sub.nodes, sub.dvars, sub.skip, sub.clean
+    assert clean is not None  # only the memo pass goes without
     src = nodes.src
     replace: dict[int, int] = {}
     waiting: dict[int, list[tuple[int, int, int]]] = {}
@@ -293,7 +294,7 @@ def substitute_fixed(sub: Sub, root: int) -> int:
 
     def settled(s: int) -> bool:
         """Whether source s is clean, and then done (it is its own result: nothing to visit)."""
-        if not clean(s):  # type: ignore[misc]
+        if not clean(s):
             return False
         done(s, s)
         return True
@@ -303,7 +304,7 @@ def substitute_fixed(sub: Sub, root: int) -> int:
         if n in replace:
             continue
         if stage == 0:  # look the node up (to a fixed point), then visit the result's sources
-            if clean is not None and clean(n):
+            if clean(n):
                 done(n, n)
                 continue
             if n in dvars:
@@ -315,9 +316,9 @@ def substitute_fixed(sub: Sub, root: int) -> int:
             # skipped (then the order of visits cannot change a result), else the first ones popped (nothing else
             # would happen before they are done)
             push = list(dict.fromkeys(s for s in reversed(src[cur]) if s not in replace and s not in on_stack))
-            if clean is not None and skip is None:
+            if skip is None:
                 push = [s for s in push if not settled(s)]
-            elif clean is not None:
+            else:
                 while push and push[-1] not in waiting and settled(push[-1]):
                     push.pop()
             on_stack.update(push)
@@ -366,6 +367,13 @@ def _substitute_memo(sub: Sub, root: int) -> int:
     active: dict[int, int] = {}  # nodes being computed → their fixed point
     linked: dict[int, int] = {}  # nodes waiting for the result of their rebuilt node
     stack = [root]
+
+    def finish(n: int, v: int, deps: tuple[int, ...]) -> None:
+        replace[n] = v
+        _depend(rev, deps, n)
+        del active[n]
+        stack.pop()
+
     while stack:
         n = stack[-1]
         cur = active.get(n)
@@ -379,7 +387,7 @@ def _substitute_memo(sub: Sub, root: int) -> int:
                 _chain_deps(n, dvars, rev)
             active[n] = cur
         elif (r := linked.pop(n, None)) is not None:  # back from its rebuilt node
-            _finish(n, replace[r], (r,), replace, rev, active, stack)
+            finish(n, replace[r], (r,))
             continue
         old = src[cur]
         pending = [s for s in old if s not in replace]
@@ -390,16 +398,16 @@ def _substitute_memo(sub: Sub, root: int) -> int:
             continue
         new = tuple(map(looked, old))
         if new == old:
-            _finish(n, cur, old, replace, rev, active, stack)
+            finish(n, cur, old)
             continue
         rebuilt = rebuild(cur, new, rederive)
         _depend(rev, old, n)
         if rebuilt in replace:
-            _finish(n, replace[rebuilt], (rebuilt,), replace, rev, active, stack)
+            finish(n, replace[rebuilt], (rebuilt,))
         elif rebuilt not in dvars and rebuilt not in active and tuple(map(looked, new)) == new:
             replace[rebuilt] = rebuilt  # the usual case: built on settled nodes, it is its own result
             _depend(rev, new, rebuilt)
-            _finish(n, rebuilt, (rebuilt,), replace, rev, active, stack)
+            finish(n, rebuilt, (rebuilt,))
         elif rebuilt in active:
             raise ReplayError(_UNFINISHED)
         else:
@@ -415,14 +423,6 @@ def _depend(rev: defaultdict[int, set[int]], deps: tuple[int, ...], n: int) -> N
     else:
         for d in deps:
             rev[d].add(n)
-
-
-def _finish(n: int, v: int, deps: tuple[int, ...], replace: dict[int, int], rev: defaultdict[int, set[int]],
-            active: dict[int, int], stack: list[int]) -> None:
-    replace[n] = v
-    _depend(rev, deps, n)
-    del active[n]
-    stack.pop()
 
 
 def _chain_deps(n: int, dvars: dict[int, int], rev: defaultdict[int, set[int]]) -> None:
