@@ -90,6 +90,7 @@ def check(data: bytes) -> Decoded:
             continue
         seen_event = True
         assert seq in interned, "incremental state cleared before first use"
+        assert p.sequence_flags & pb.TracePacket.SEQ_NEEDS_INCREMENTAL_STATE, "packets after the defaults need them"
         names, arg_names, values = interned[seq]
         for e in p.interned_data.event_names:
             names[e.iid] = e.name
@@ -104,7 +105,6 @@ def check(data: bytes) -> Decoded:
         assert track in d.descriptors, "event on a described track"
         if ev.name_iid:
             assert ev.name_iid in names, f"event name iid {ev.name_iid} used before definition"
-            assert p.sequence_flags & pb.TracePacket.SEQ_NEEDS_INCREMENTAL_STATE
         name = names.get(ev.name_iid, ev.name)
         args = _annotations(ev.debug_annotations, arg_names, values)
         d.flows_out.update(ev.flow_ids)

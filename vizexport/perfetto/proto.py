@@ -78,7 +78,8 @@ class _Sequence:
 
     def __init__(self, seq_id: int, track: Track, strings: list[str], start: int = 0) -> None:
         self.seq_id, self.seq = seq_id, vfield(10, seq_id)
-        self.needs = self.seq + vfield(13, SEQ_NEEDS)  # tail of packets that define or use interned data
+        # every packet after the header relies on its defaults (clock, track), so each says so (trace_packet.proto)
+        self.needs = self.seq + vfield(13, SEQ_NEEDS)
         self.track, self.strings = track, strings
         self.last_ts = track.ts[start] if len(track) > start else 0
         self.names: dict[int, int] = {}  # Timeline string id → event name iid
@@ -141,18 +142,14 @@ class _Sequence:
             out += sfield(6, str(v))
         return out
 
-    def packet(self, ts: int, event: bytes, interned: bool = True) -> bytes:
-        """One TracePacket (framed as Trace.packet), with the interned data defined since the last packet.
-
-        Only packets that define or reference interned data carry SEQ_NEEDS_INCREMENTAL_STATE (END and counter
-        events reference none), which saves two bytes on half of all packets.
-        """
+    def packet(self, ts: int, event: bytes) -> bytes:
+        """One TracePacket (framed as Trace.packet), with the interned data defined since the last packet."""
         body = b"\x40" + varint(ts - self.last_ts) + b"\x5a" + _VARINTS[len(event)] + event
         self.last_ts = ts
         if self.new_interned:
             body += field(12, bytes(self.new_interned))
             self.new_interned.clear()
-        body += self.needs if interned else self.seq
+        body += self.needs
         return b"\x0a" + varint(len(body)) + body
 
 
@@ -178,7 +175,7 @@ def _slices(seq: _Sequence, t: Track, sink: _Sink, start: int, end: int) -> None
     flows take the general path.
     """
     V, L, out, stack = _VARINTS, _LOW14, sink.buf, []
-    end_tail = b"\x5a\x02\x48\x02" + seq.seq  # track_event{type: SLICE_END} + sequence id
+    end_tail = b"\x5a\x02\x48\x02" + seq.needs  # track_event{type: SLICE_END}, sequence id and flags
     ends: dict[int, bytes] = {}  # delta → the whole END packet
     tails: dict[Any, bytes] = {}  # name (~name: instant), with id(args) if any → the packet after its timestamp
     ts, dur, names, args = t.ts, t.dur, t.names, t.args
@@ -262,7 +259,7 @@ def _slice_begin(seq: _Sequence, t: Track, i: int) -> bytes:
 def _counters(seq: _Sequence, t: Track, sink: _Sink, start: int, end: int) -> None:
     head = vfield(9, COUNTER)
     for i in range(start, end):
-        sink.buf += seq.packet(t.ts[i], head + vfield(30, t.values[i]), False)
+        sink.buf += seq.packet(t.ts[i], head + vfield(30, t.values[i]))
         if len(sink.buf) >= CHUNK:
             sink.flush()
 
