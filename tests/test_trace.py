@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import gzip
+import io
 import json
 from collections import Counter
 from pathlib import Path
@@ -9,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from vizexport import load_profile
-from vizexport.perfetto import write_trace
+from vizexport.perfetto import proto, write_trace
 from vizexport.records import GraphBatch, Key, Profile, Release, Span
+from vizexport.timeline import Timeline
 from vizexport.tinygrad.timeline import build_timeline
 
 from . import trace_rules
@@ -124,6 +126,25 @@ def test_lanes_instants_flows(tmp_path: Path):
     assert [s[2] for u in d.by_name("AMD Graph") for s in d.slices[u]] == ["batched 3"]
 
 
+def test_slices_sharing_timestamps_come_back_exactly():
+    """The writer orders BEGIN/END by time alone: slices that end where others begin or end, zero-length slices
+    and instants at those times must decode to the same slices (an END closes the innermost open slice)."""
+    tl = Timeline()
+    t = tl.add_track("X", None, "slice")
+    events = [("outer", 0, 10), ("first", 0, 4), ("second", 4, 10), ("zero", 4, 4), ("mark", 10, None),
+              ("after", 10, 15), ("zero2", 15, 15), ("last", 15, 16)]
+    for name, st, en in events:
+        t.ts.append(st)
+        t.dur.append(-1 if en is None else en - st)
+        t.names.append(tl.intern(name))
+    b = io.BytesIO()
+    proto.write(tl, b, compress=False)
+    d = trace_rules.check(b.getvalue())
+    assert sorted((n, st, en) for st, en, n, _ in d.slices[t.uuid]) == \
+        sorted((n, st, en) for n, st, en in events if en is not None)
+    assert d.instants[t.uuid] == [(10, "mark")]
+
+
 def test_json_output(tmp_path: Path):
     out = tmp_path / "t.json.gz"
     assert run_cli(SAMPLE / "profile.pkl", SAMPLE / "rewrites.pkl", "-o", out).returncode == 0
@@ -188,9 +209,6 @@ def test_progress_reports_every_event(tmp_path: Path, suffix: str):
 
 def test_parallel_encoding_gives_the_same_bytes(monkeypatch: pytest.MonkeyPatch):
     """Forked encoder workers (used for big timelines) write exactly what one process writes, progress included."""
-    import io
-
-    from vizexport.perfetto import proto
     tl = build_timeline(load_profile(ROOT / "vizexport" / "data" / "sample" / "profile.pkl"))
     monkeypatch.setattr(proto, "PARALLEL_MIN", 0)
     monkeypatch.setattr(proto, "SEGMENT", 50)  # several segments per big track

@@ -9,13 +9,15 @@ schema) is the reference: the tests parse every output with it.
 """
 from __future__ import annotations
 
-import io
 import multiprocessing as mp
 import os
 import struct
 import zlib
+from array import array
 from collections.abc import Iterator
-from typing import Any, BinaryIO
+from typing import BinaryIO
+
+import numpy as np
 
 from ..output import Progress
 from ..timeline import Timeline, Track
@@ -142,90 +144,105 @@ class _Sequence:
             out += sfield(6, str(v))
         return out
 
-    def packet(self, ts: int, event: bytes) -> bytes:
-        """One TracePacket (framed as Trace.packet), with the interned data defined since the last packet."""
-        body = b"\x40" + varint(ts - self.last_ts) + b"\x5a" + _VARINTS[len(event)] + event
-        self.last_ts = ts
-        if self.new_interned:
-            body += field(12, bytes(self.new_interned))
-            self.new_interned.clear()
-        body += self.needs
-        return b"\x0a" + varint(len(body)) + body
+
+def _column(a: array) -> np.ndarray:
+    return np.frombuffer(a, dtype=a.typecode)
 
 
-class _Sink:
-    """Collects framed packets; hands full chunks (compressed into compressed_packets, or raw) to the file."""
+def _slice_order(ts: np.ndarray, dur: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The BEGIN/INSTANT and END events of a properly nested run of slices, in the order they are written:
+    (time, slice index, is END). At one time ENDs come first, innermost first (as a stack of open slices pops
+    them), then BEGINs in track order; a zero-length slice ends right after it begins."""
+    n, i = len(ts), np.arange(len(ts))
+    closed = dur >= 0
+    ci, cdur = i[closed], dur[closed]
+    time = np.concatenate((ts, ts[closed] + cdur))
+    group = np.concatenate((np.ones(n, np.int8), (cdur == 0).astype(np.int8)))
+    within = np.concatenate((2 * i, np.where(cdur == 0, 2 * ci + 1, -ci)))
+    order = np.lexsort((within, group, time))
+    return time[order], np.concatenate((i, ci))[order], order >= n
 
-    def __init__(self, out: BinaryIO, compress: bool) -> None:
-        self.out, self.compress, self.buf, self.written = out, compress, bytearray(), 0
 
-    def flush(self) -> None:
-        if self.buf:
-            data = field(1, field(50, zlib.compress(self.buf, 6))) if self.compress else self.buf
-            self.out.write(data)
-            self.written += len(data)
-            self.buf.clear()
+def _slices(seq: _Sequence, t: Track, start: int, end: int) -> tuple[bytes, np.ndarray]:
+    """BEGIN/END packets (INSTANT for dur -1) of events [start, end), column-wise.
 
-
-def _slices(seq: _Sequence, t: Track, sink: _Sink, start: int, end: int) -> None:
-    """BEGIN/END pairs (INSTANT for dur -1) in time order; nesting is already proper on the track.
-
-    The hot loop of the writer: an END packet is cached per small timestamp delta, and a BEGIN without flows is
-    the delta plus a tail cached per name and args (host spans of one key share one args dict); only events with
-    flows take the general path.
+    Packets differ only in their timestamp delta and their tail (the track_event, any interned data it defines,
+    sequence id and flags). Events of one name, kind and args object share a tail, so tails are made once per
+    such group, in order of first use (which decides where interned data is defined); an event with flows has
+    its own. END packets all share one tail.
     """
-    V, L, out, stack = _VARINTS, _LOW14, sink.buf, []
-    end_tail = b"\x5a\x02\x48\x02" + seq.needs  # track_event{type: SLICE_END}, sequence id and flags
-    ends: dict[int, bytes] = {}  # delta → the whole END packet
-    tails: dict[Any, bytes] = {}  # name (~name: instant), with id(args) if any → the packet after its timestamp
-    ts, dur, names, args = t.ts, t.dur, t.names, t.args
-    flowing = {i for d in (t.flows_out, t.flows_in) for i in d if start <= i < end}
-    last = seq.last_ts
-    for i in range(start, end):
-        st = ts[i]
-        while stack and stack[-1] <= st:
-            e = stack.pop()
-            pkt = ends.get(e - last)
-            if pkt is None:
-                pkt = _end_packet(e - last, end_tail)
-                if e - last < 16384:
-                    ends[e - last] = pkt
-            out += pkt
-            last = e
-        d = dur[i]
-        if i in flowing:
-            seq.last_ts = last
-            out += _slice_begin(seq, t, i)
-        else:
-            key: Any = names[i] if d >= 0 else ~names[i]
-            a = args.get(i)
-            if a is not None:
-                key = (key, id(a))  # the track holds `a`: its id stays unique while we encode
-            tail = tails.get(key)
-            if tail is None:
-                tail, reusable = _tail(seq, names[i], d < 0, a)
-                if reusable:
-                    tails[key] = tail
-            delta = st - last
-            dv = V[delta] if delta < 16384 else L[delta & 0x3FFF] + V[delta >> 14] if delta < 1 << 28 else \
-                varint(delta)
-            n = 1 + len(dv) + len(tail)
-            out += b"\x0a" + (V[n] if n < 16384 else varint(n)) + b"\x40" + dv + tail
-        last = st
-        if d >= 0:
-            stack.append(st + d)
-        if len(out) >= CHUNK:
-            sink.flush()
-    while stack:
-        e = stack.pop()
-        out += _end_packet(e - last, end_tail)
-        last = e
-    seq.last_ts = last
+    ts, dur, names = (_column(c)[start:end] for c in (t.ts, t.dur, t.names))
+    time, idx, is_end = _slice_order(ts, dur)
+    groups = (names << 1) | (dur < 0)  # name and instant flag; negative: events with args or flows
+    by_args: dict[tuple[int, int], int] = {}
+    for i, a in t.args.items():
+        if start <= i < end:
+            groups[i - start] = by_args.setdefault((int(groups[i - start]), id(a)), -1 - len(by_args))
+    for i in {i for d in (t.flows_out, t.flows_in) for i in d if start <= i < end}:
+        groups[i - start] = -1 - len(by_args) - i
+    begins = idx[~is_end]
+    _, first, inverse, count = np.unique(groups[begins], return_index=True, return_inverse=True, return_counts=True)
+    tails = [b"\x5a\x02\x48\x02" + seq.needs]  # 0: track_event{type: SLICE_END}
+    first_tail, later_tail = np.empty(len(first), np.int64), np.empty(len(first), np.int64)
+    for g in np.argsort(first):
+        i = start + int(begins[first[g]])
+        tail, reusable = _tail(seq, t, i)
+        first_tail[g] = later_tail[g] = len(tails)
+        tails.append(tail)
+        if not reusable and count[g] > 1:
+            later_tail[g] = len(tails)
+            tails.append(_tail(seq, t, i)[0])
+    tail_ids = np.zeros(len(idx), np.int64)
+    begin_tails = later_tail[inverse.ravel()]
+    begin_tails[first] = first_tail
+    tail_ids[~is_end] = begin_tails
+    return _packets(seq, time, tail_ids, tails)
 
 
-def _end_packet(delta: int, end_tail: bytes) -> bytes:
-    body = b"\x40" + varint(delta) + end_tail
-    return b"\x0a" + _VARINTS[len(body)] + body
+def _counters(seq: _Sequence, t: Track, start: int, end: int) -> tuple[bytes, np.ndarray]:
+    """COUNTER packets: one tail per distinct value."""
+    values, inverse = np.unique(_column(t.values)[start:end], return_inverse=True)
+    tails = []
+    for v in values.tolist():
+        ev = vfield(9, COUNTER) + vfield(30, v)
+        tails.append(b"\x5a" + varint(len(ev)) + ev + seq.needs)
+    return _packets(seq, _column(t.ts)[start:end], inverse.ravel(), tails)
+
+
+def _varint_sizes(v: np.ndarray) -> np.ndarray:
+    """Bytes of each (non-negative) value's varint."""
+    return 1 + sum((v >= 1 << (7 * k)).astype(np.int64) for k in range(1, 9))
+
+
+def _put_varints(out: np.ndarray, at: np.ndarray, v: np.ndarray, sizes: np.ndarray) -> None:
+    for k in range(int(sizes.max(initial=0))):
+        m = sizes > k
+        out[at[m] + k] = ((v[m] >> (7 * k)) & 0x7F) | np.where(sizes[m] > k + 1, 0x80, 0)
+
+
+def _packets(seq: _Sequence, time: np.ndarray, tail_ids: np.ndarray, tails: list[bytes]) -> tuple[bytes, np.ndarray]:
+    """Frame packet k as Trace.packet{timestamp: time[k] - time[k-1], then tails[tail_ids[k]]}; returns the bytes
+    and where each packet ends."""
+    delta = np.diff(time, prepend=seq.last_ts)
+    seq.last_ts = int(time[-1]) if len(time) else seq.last_ts
+    tail_size = np.array([len(x) for x in tails], np.int64)[tail_ids]
+    delta_size = _varint_sizes(delta)
+    body = 1 + delta_size + tail_size
+    body_size = _varint_sizes(body)
+    ends = np.cumsum(1 + body_size + body)
+    at = ends - body - body_size - 1
+    out = np.empty(int(ends[-1]) if len(ends) else 0, np.uint8)
+    out[at] = 0x0A
+    _put_varints(out, at + 1, body, body_size)
+    out[at + 1 + body_size] = 0x40
+    _put_varints(out, at + 2 + body_size, delta, delta_size)
+    # every tail byte: from its place in the joined tails to its place in the packet
+    offsets = np.cumsum([0] + [len(x) for x in tails])[tail_ids]
+    run = np.cumsum(tail_size) - tail_size
+    step = np.arange(int(tail_size.sum()))
+    out[np.repeat(ends - tail_size - run, tail_size) + step] = \
+        np.frombuffer(b"".join(tails), np.uint8)[np.repeat(offsets - run, tail_size) + step]
+    return out.tobytes(), ends
 
 
 def _event(seq: _Sequence, name: int, instant: bool, args: dict | None) -> bytes:
@@ -236,32 +253,18 @@ def _event(seq: _Sequence, name: int, instant: bool, args: dict | None) -> bytes
     return ev
 
 
-def _tail(seq: _Sequence, name: int, instant: bool, args: dict | None) -> tuple[bytes, bool]:
+def _tail(seq: _Sequence, t: Track, i: int) -> tuple[bytes, bool]:
     """A BEGIN/INSTANT packet after its timestamp: the track_event, the interned data this first use defines,
     the sequence id and flags; and whether it may be reused (not while it defines interned data)."""
-    ev = _event(seq, name, instant, args)
+    ev = _event(seq, t.names[i], t.dur[i] < 0, t.args.get(i))
+    ev += b"".join(b"\xf9\x02" + f.to_bytes(8, "little") for f in t.flows_out.get(i, ()))  # flow_ids (47)
+    ev += b"".join(b"\x81\x03" + f.to_bytes(8, "little") for f in t.flows_in.get(i, ()))  # terminating (48)
     tail = b"\x5a" + varint(len(ev)) + ev
     if not seq.new_interned:
         return tail + seq.needs, True
     tail += field(12, bytes(seq.new_interned)) + seq.needs
     seq.new_interned.clear()
     return tail, False
-
-
-def _slice_begin(seq: _Sequence, t: Track, i: int) -> bytes:
-    """The packet of a BEGIN or INSTANT with flows."""
-    ev = _event(seq, t.names[i], t.dur[i] < 0, t.args.get(i))
-    ev += b"".join(b"\xf9\x02" + f.to_bytes(8, "little") for f in t.flows_out.get(i, ()))  # flow_ids (47)
-    ev += b"".join(b"\x81\x03" + f.to_bytes(8, "little") for f in t.flows_in.get(i, ()))  # terminating (48)
-    return seq.packet(t.ts[i], ev)
-
-
-def _counters(seq: _Sequence, t: Track, sink: _Sink, start: int, end: int) -> None:
-    head = vfield(9, COUNTER)
-    for i in range(start, end):
-        sink.buf += seq.packet(t.ts[i], head + vfield(30, t.values[i]))
-        if len(sink.buf) >= CHUNK:
-            sink.flush()
 
 
 def segments(t: Track, size: int = SEGMENT) -> Iterator[tuple[int, int]]:
@@ -271,13 +274,15 @@ def segments(t: Track, size: int = SEGMENT) -> Iterator[tuple[int, int]]:
     """
     start, n = 0, len(t)
     if t.kind == "slice" and n > size:
-        ts, dur, open_until = t.ts, t.dur, 0
-        for i in range(n):
-            if i - start >= size and ts[i] >= open_until:
-                yield start, i
-                start = i
-            if ts[i] + dur[i] > open_until:
-                open_until = ts[i] + dur[i]
+        ts, dur = _column(t.ts), _column(t.dur)
+        open_until = np.maximum.accumulate(ts + dur)
+        cuts = np.flatnonzero(ts[1:] >= open_until[:-1]) + 1  # nothing open at these events
+        while True:
+            k = np.searchsorted(cuts, start + size)
+            if k == len(cuts):
+                break
+            yield start, int(cuts[k])
+            start = int(cuts[k])
     if n > start:
         yield start, n
 
@@ -286,13 +291,22 @@ def _encode(tl: Timeline, job: tuple[int, int, int, int], compress: bool) -> byt
     """One segment of one track as its own sequence: framed (or compressed_packets) bytes."""
     track_index, start, end, seq_id = job
     t = tl.tracks[track_index]
-    buf = io.BytesIO()
-    sink = _Sink(buf, compress)
     seq = _Sequence(seq_id, t, tl.strings, start)
-    sink.buf += seq.header()
-    (_counters if t.kind == "counter" else _slices)(seq, t, sink, start, end)
-    sink.flush()
-    return buf.getvalue()
+    header = seq.header()
+    data, ends = (_counters if t.kind == "counter" else _slices)(seq, t, start, end)
+    return _framed(header + data, np.concatenate(([len(header)], ends + len(header))), compress)
+
+
+def _framed(data: bytes, ends: np.ndarray, compress: bool) -> bytes:
+    """Packets as written: raw, or in compressed_packets wrappers of whole packets, about CHUNK raw bytes each."""
+    if not compress:
+        return data
+    out, a = [], 0
+    while a < len(data):
+        b = int(ends[max(np.searchsorted(ends, a + CHUNK, "right"), np.searchsorted(ends, a, "right") + 1) - 1])
+        out.append(field(1, field(50, zlib.compress(data[a:b], 6))))
+        a = b
+    return b"".join(out)
 
 
 _shared: tuple[Timeline, bool] | None = None  # what forked workers encode from (inherited, not pickled)
@@ -312,12 +326,12 @@ def write(tl: Timeline, out: BinaryIO, compress: bool = True, jobs: int | None =
     written so far, a segment at a time.
     """
     global _shared
-    sink = _Sink(out, compress)
     tracks = tl.walk()
     parents = {t.parent for t in tracks}
-    for t in tracks:
-        sink.buf += descriptor(t, t.uuid in parents)
-    sink.flush()
+    described = [descriptor(t, t.uuid in parents) for t in tracks]
+    head = _framed(b"".join(described), np.cumsum([len(d) for d in described]), compress)
+    out.write(head)
+    written = len(head)
     index = {id(t): i for i, t in enumerate(tl.tracks)}
     work = [(index[id(t)], a, b) for t in tracks for a, b in segments(t)]
     work = [(i, a, b, 2 + n) for n, (i, a, b) in enumerate(work)]  # sequence 1 holds the descriptors
@@ -330,7 +344,7 @@ def write(tl: Timeline, out: BinaryIO, compress: bool = True, jobs: int | None =
         encoded = pool.imap(_encode_shared, work) if pool else (_encode(tl, job, compress) for job in work)
         for (_, a, b, _), data in zip(work, encoded, strict=True):
             out.write(data)
-            sink.written += len(data)
+            written += len(data)
             done += b - a
             if progress is not None:
                 progress(done, total)
@@ -339,4 +353,4 @@ def write(tl: Timeline, out: BinaryIO, compress: bool = True, jobs: int | None =
         if pool is not None:
             pool.terminate()
             pool.join()
-    return sink.written
+    return written
