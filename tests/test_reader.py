@@ -6,6 +6,7 @@ import json
 import vizexport
 from vizexport.records import Alloc, Exec, Marker
 from vizexport.tinygrad.common import ns, strip_ansi
+from vizexport.tinygrad.profile import _ns_column
 from vizexport.tinygrad.releases import RELEASES, enum_table
 
 from .conftest import FIXTURES, ROOT, run_cli
@@ -18,6 +19,12 @@ def test_ns_exact():
     assert ns("1244419994.62") == 1244419994620
     assert ns("7") == 7000 and ns("-0.25") == -250 and ns("1E+3") == 1_000_000
     assert ns("12.3455") == 12346 and ns("12.3465") == 12346  # half-even below 1 ns
+
+
+def test_timestamp_columns():
+    """A column of timestamps is read at once; one text in another form (or None) must not change any value."""
+    assert _ns_column(["1244419994.622", "1.500", None]) == [1244419994622, 1500, None]
+    assert _ns_column(["1.500", "12.3455", "1E+3"]) == [1500, 12346, 1_000_000]
 
 
 def test_strip_ansi():

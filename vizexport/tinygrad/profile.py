@@ -1,6 +1,8 @@
 """profile.pkl (a list of Profile* stand-ins, any release 0.10.1 … master) → records.Profile."""
 from __future__ import annotations
 
+from itertools import repeat
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -120,6 +122,15 @@ def _has_uop_keys(e: Any) -> bool:
     return class_name(e) == "ProfileRangeEvent" and class_name(e.__dict__.get("name")) == "TracingKey"
 
 
+def _ns_column(texts: Any) -> list[int | None]:
+    """ns of each timestamp (None stays None); the usual exactly-ns text is parsed inline."""
+    texts = list(texts)
+    try:
+        return [None if x is None else int(x.replace(".", "", 1)) if x[-4:-3] == "." else ns(x) for x in texts]
+    except (TypeError, AttributeError, ValueError):  # not exactly-ns text: ns decides (and raises on garbage)
+        return [None if x is None else ns(x) for x in texts]
+
+
 class _Reader:
     """One pass over the events, fed in batches (the whole list, or each batch as it is unpickled).
 
@@ -137,6 +148,7 @@ class _Reader:
         self.keys: dict[Any, Key] = {}  # name str or TracingKey content → Key, so repeated names share one Key
         self.ids: dict[int, Key] = {}  # id(TracingKey) → Key, valid for one batch (ids are reused once freed)
         self.allocs: list[tuple[Alloc, Any]] = []  # allocs sized by `finish` (element bits depend on the release)
+        self.ranges: list = []  # ProfileRangeEvents not yet read (read column by column, see _read_ranges)
 
     def feed(self, events: list) -> None:
         handlers = self.handlers
@@ -145,15 +157,17 @@ class _Reader:
             if h is None:
                 h = self._handler(e)
             h(e)
+        self._read_ranges()
         if self.n < LEAF_EVENTS:
             self.leaf_events += [e for e in events[:LEAF_EVENTS - self.n] if _has_uop_keys(e)]
         self.n += len(events)
         self.ids.clear()
 
     def _handler(self, e: Any) -> Any:
-        names = {"ProfileRangeEvent": self.range, "ProfilePointEvent": self.point, "ProfileGraphEvent": self.graph,
-                 "ProfileProgramEvent": self.program, "ProfileDeviceEvent": self.device,
-                 "ProfileSQTTEvent": self.sqtt, "ProfilePMCEvent": self.pmc, "ProfilePMAEvent": self.pma}
+        names = {"ProfileRangeEvent": self.ranges.append, "ProfilePointEvent": self.point,
+                 "ProfileGraphEvent": self.graph, "ProfileProgramEvent": self.program,
+                 "ProfileDeviceEvent": self.device, "ProfileSQTTEvent": self.sqtt, "ProfilePMCEvent": self.pmc,
+                 "ProfilePMAEvent": self.pma}
         self.first[type(e)] = e
         h = self.handlers[type(e)] = names.get(type(e).__dict__.get("_qualname", "").rsplit(".", 1)[-1], self.unknown)
         return h
@@ -215,18 +229,22 @@ class _Reader:
             k = self.keys[content] = as_key(name)
         return k
 
-    def range(self, e: Any) -> None:
-        # the hot path (most events are host ranges): lookups and the usual exactly-ns timestamp text inlined
-        d = e.__dict__
-        name, st, en = d["name"], d["st"], d.get("en")
-        k = self.keys.get(name) if type(name) is str else self.ids.get(id(name))
-        try:
-            st = int(st.replace(".", "", 1)) if st[-4:-3] == "." else ns(st)
-            en = None if en is None else int(en.replace(".", "", 1)) if en[-4:-3] == "." else ns(en)
-        except (TypeError, AttributeError, ValueError):  # not exactly-ns text: ns decides
-            st, en = ns(d["st"]), None if en is None else ns(d["en"])
-        self.prof.spans.append(Span(d["device"], k or self.key(name), st, en, d.get("profile_key"), -1,
-                                    bool(d.get("is_copy", False))))
+    def _read_ranges(self) -> None:
+        """The pending host/device ranges (most of a profile's events) as Spans, a column at a time: one C-level
+        loop per field instead of Python work per event."""
+        if not self.ranges:
+            return
+        ds = [e.__dict__ for e in self.ranges]
+        self.ranges.clear()
+        names = list(map(itemgetter("name"), ds))
+        get_key, get_id = self.keys.get, self.ids.get
+        keys = [get_key(n) if type(n) is str else get_id(id(n)) for n in names]
+        if not all(keys):  # a name seen for the first time (a Key is always true)
+            keys = [k or self.key(n) for k, n in zip(keys, names, strict=True)]
+        sts, ens = _ns_column(map(itemgetter("st"), ds)), _ns_column(map(dict.get, ds, repeat("en")))
+        copies = map(bool, map(dict.get, ds, repeat("is_copy"), repeat(False)))
+        self.prof.spans += map(Span, map(itemgetter("device"), ds), keys, sts, ens,
+                               map(dict.get, ds, repeat("profile_key")), repeat(-1), copies)
 
     def point(self, e: Any) -> None:
         d = e.__dict__
@@ -246,6 +264,7 @@ class _Reader:
         self.prof.points.append(Point(d.get("device", ""), kind, ns(d["ts"]), d.get("key"), arg))
 
     def graph(self, e: Any) -> None:
+        self._read_ranges()  # entries are indexed in prof.spans: the ranges before them come first
         d, spans = e.__dict__, self.prof.spans
         sigs = [ns(s) for s in d.get("sigs") or ()]
         first = len(spans)
