@@ -22,8 +22,7 @@ import numpy as np
 from ..output import Progress
 from ..timeline import Timeline, Track
 
-_VARINTS = [bytes([i]) if i < 128 else bytes([i & 0x7F | 0x80, i >> 7]) for i in range(1 << 14)]
-_LOW14 = [bytes([i & 0x7F | 0x80, i >> 7 | 0x80]) for i in range(1 << 14)]  # low 14 bits, more to come
+_BYTES = [bytes((i,)) for i in range(128)]  # one-byte varints: most ids and lengths
 CLOCK_INCREMENTAL, CLOCK_BOOTTIME = 64, 6
 SEQ_CLEARED, SEQ_NEEDS = 1, 2
 SLICE_BEGIN, SLICE_END, INSTANT, COUNTER = 1, 2, 3, 4
@@ -34,10 +33,8 @@ PARALLEL_MIN = 300_000  # events below which forking workers costs more than it 
 
 
 def varint(n: int) -> bytes:
-    if 0 <= n < 16384:
-        return _VARINTS[n]
-    if 0 < n < 1 << 28:  # the usual timestamp delta: µs to seconds
-        return _LOW14[n & 0x3FFF] + _VARINTS[n >> 14]
+    if 0 <= n < 128:
+        return _BYTES[n]
     if n < 0:
         n += 1 << 64
     out = bytearray()
@@ -79,7 +76,7 @@ class _Sequence:
     """Encoder state of one packet sequence: incremental clock and interning tables."""
 
     def __init__(self, seq_id: int, track: Track, strings: list[str], start: int = 0) -> None:
-        self.seq_id, self.seq = seq_id, vfield(10, seq_id)
+        self.seq = vfield(10, seq_id)
         # every packet after the header relies on its defaults (clock, track), so each says so (trace_packet.proto)
         self.needs = self.seq + vfield(13, SEQ_NEEDS)
         self.track, self.strings = track, strings
@@ -182,7 +179,7 @@ def _slices(seq: _Sequence, t: Track, start: int, end: int) -> tuple[bytes, np.n
         groups[i - start] = -1 - len(by_args) - i
     begins = idx[~is_end]
     _, first, inverse, count = np.unique(groups[begins], return_index=True, return_inverse=True, return_counts=True)
-    tails = [b"\x5a\x02\x48\x02" + seq.needs]  # 0: track_event{type: SLICE_END}
+    tails = [field(11, vfield(9, SLICE_END)) + seq.needs]  # 0: every END
     first_tail, later_tail = np.empty(len(first), np.int64), np.empty(len(first), np.int64)
     for g in np.argsort(first):
         i = start + int(begins[first[g]])
@@ -204,8 +201,7 @@ def _counters(seq: _Sequence, t: Track, start: int, end: int) -> tuple[bytes, np
     values, inverse = np.unique(_column(t.values)[start:end], return_inverse=True)
     tails = []
     for v in values.tolist():
-        ev = vfield(9, COUNTER) + vfield(30, v)
-        tails.append(b"\x5a" + varint(len(ev)) + ev + seq.needs)
+        tails.append(field(11, vfield(9, COUNTER) + vfield(30, v)) + seq.needs)
     return _packets(seq, _column(t.ts)[start:end], inverse.ravel(), tails)
 
 
@@ -225,7 +221,8 @@ def _packets(seq: _Sequence, time: np.ndarray, tail_ids: np.ndarray, tails: list
     and where each packet ends."""
     delta = np.diff(time, prepend=seq.last_ts)
     seq.last_ts = int(time[-1]) if len(time) else seq.last_ts
-    tail_size = np.array([len(x) for x in tails], np.int64)[tail_ids]
+    sizes = np.array([len(x) for x in tails], np.int64)
+    tail_size = sizes[tail_ids]
     delta_size = _varint_sizes(delta)
     body = 1 + delta_size + tail_size
     body_size = _varint_sizes(body)
@@ -237,7 +234,7 @@ def _packets(seq: _Sequence, time: np.ndarray, tail_ids: np.ndarray, tails: list
     out[at + 1 + body_size] = 0x40
     _put_varints(out, at + 2 + body_size, delta, delta_size)
     # every tail byte: from its place in the joined tails to its place in the packet
-    offsets = np.cumsum([0] + [len(x) for x in tails])[tail_ids]
+    offsets = (np.cumsum(sizes) - sizes)[tail_ids]
     run = np.cumsum(tail_size) - tail_size
     step = np.arange(int(tail_size.sum()))
     out[np.repeat(ends - tail_size - run, tail_size) + step] = \
@@ -247,7 +244,7 @@ def _packets(seq: _Sequence, time: np.ndarray, tail_ids: np.ndarray, tails: list
 
 def _event(seq: _Sequence, name: int, instant: bool, args: dict | None) -> bytes:
     """TrackEvent fields: type, interned name, debug annotations."""
-    ev = (b"\x48\x03\x50" if instant else b"\x48\x01\x50") + varint(seq.name_iid(name))
+    ev = vfield(9, INSTANT if instant else SLICE_BEGIN) + vfield(10, seq.name_iid(name))
     if args:
         ev += b"".join(seq.entry(4, k, v) for k, v in args.items())
     return ev
@@ -259,7 +256,7 @@ def _tail(seq: _Sequence, t: Track, i: int) -> tuple[bytes, bool]:
     ev = _event(seq, t.names[i], t.dur[i] < 0, t.args.get(i))
     ev += b"".join(b"\xf9\x02" + f.to_bytes(8, "little") for f in t.flows_out.get(i, ()))  # flow_ids (47)
     ev += b"".join(b"\x81\x03" + f.to_bytes(8, "little") for f in t.flows_in.get(i, ()))  # terminating (48)
-    tail = b"\x5a" + varint(len(ev)) + ev
+    tail = field(11, ev)  # TracePacket.track_event
     if not seq.new_interned:
         return tail + seq.needs, True
     tail += field(12, bytes(seq.new_interned)) + seq.needs
