@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 import vizexport
 from vizexport.records import Alloc, Exec, Marker
-from vizexport.tinygrad.common import ns, strip_ansi
-from vizexport.tinygrad.profile import _ns_column
+from vizexport.tinygrad.common import ns, ns_column, strip_ansi
 from vizexport.tinygrad.releases import RELEASES, enum_table
 
 from .conftest import FIXTURES, ROOT, run_cli
@@ -22,9 +23,17 @@ def test_ns_exact():
 
 
 def test_timestamp_columns():
-    """A column of timestamps is read at once; one text in another form (or None) must not change any value."""
-    assert _ns_column(["1244419994.622", "1.500", None]) == [1244419994622, 1500, None]
-    assert _ns_column(["1.500", "12.3455", "1E+3"]) == [1500, 12346, 1_000_000]
+    """A column of timestamps is read at once (in bulk when all are exactly-ns texts): texts of every width, None,
+    or one text in another form must give what `ns` gives for each."""
+    exact = ["1.500", "1244419994.622", "0.001", "12345.678", "123456789012345.678"]
+    assert ns_column(exact) == [1500, 1244419994622, 1, 12345678, 123456789012345678]
+    assert ns_column([*exact, None]) == [*ns_column(exact), None]
+    assert ns_column([None, "7.250", None]) == [None, 7250, None]
+    others = ["12.3455", "1E+3", "-0.250", "1234567890123456.789", "12.5", "١.500", 7.25]
+    for other in others:
+        assert ns_column([*exact, other]) == [*ns_column(exact), ns(other)]
+    with pytest.raises(ArithmeticError):  # decimal.InvalidOperation: the reader words it as a layout error
+        ns_column(["1.500", "1x2.500"])
 
 
 def test_strip_ansi():

@@ -1,7 +1,7 @@
 """profile.pkl (a list of Profile* stand-ins, any release 0.10.1 … master) → records.Profile."""
 from __future__ import annotations
 
-from itertools import repeat
+from itertools import chain, repeat
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,7 @@ from ..records import (
     Release,
     Span,
 )
-from .common import as_key, dtype_bits, dtype_name, ns, strip_ansi
+from .common import as_key, dtype_bits, dtype_name, ns, ns_column, strip_ansi
 from .releases import profile_release, uop_leaf, with_override
 
 EMPTY = Release("unknown", "ambiguous", "empty profile: nothing to tell the release by")
@@ -122,15 +122,6 @@ def _has_uop_keys(e: Any) -> bool:
     return class_name(e) == "ProfileRangeEvent" and class_name(e.__dict__.get("name")) == "TracingKey"
 
 
-def _ns_column(texts: Any) -> list[int | None]:
-    """ns of each timestamp (None stays None); the usual exactly-ns text is parsed inline."""
-    texts = list(texts)
-    try:
-        return [None if x is None else int(x.replace(".", "", 1)) if x[-4:-3] == "." else ns(x) for x in texts]
-    except (TypeError, AttributeError, ValueError):  # not exactly-ns text: ns decides (and raises on garbage)
-        return [None if x is None else ns(x) for x in texts]
-
-
 class _Reader:
     """One pass over the events, fed in batches (the whole list, or each batch as it is unpickled).
 
@@ -149,6 +140,7 @@ class _Reader:
         self.ids: dict[int, Key] = {}  # id(TracingKey) → Key, valid for one batch (ids are reused once freed)
         self.allocs: list[tuple[Alloc, Any]] = []  # allocs sized by `finish` (element bits depend on the release)
         self.ranges: list = []  # ProfileRangeEvents not yet read (read column by column, see _read_ranges)
+        self.unparsed: list[tuple] = []  # (first span index, columns) of ranges whose timestamps are not yet parsed
 
     def feed(self, events: list) -> None:
         handlers = self.handlers
@@ -158,6 +150,7 @@ class _Reader:
                 h = self._handler(e)
             h(e)
         self._read_ranges()
+        self._parse_timestamps()
         if self.n < LEAF_EVENTS:
             self.leaf_events += [e for e in events[:LEAF_EVENTS - self.n] if _has_uop_keys(e)]
         self.n += len(events)
@@ -230,8 +223,9 @@ class _Reader:
         return k
 
     def _read_ranges(self) -> None:
-        """The pending host/device ranges (most of a profile's events) as Spans, a column at a time: one C-level
-        loop per field instead of Python work per event."""
+        """The pending host/device ranges (most of a profile's events), a column at a time: one C-level loop per
+        field instead of Python work per event. Their Spans hold their places in prof.spans (graph entries are
+        indexed there) until `_parse_timestamps` makes them."""
         if not self.ranges:
             return
         ds = [e.__dict__ for e in self.ranges]
@@ -241,10 +235,24 @@ class _Reader:
         keys = [get_key(n) if type(n) is str else get_id(id(n)) for n in names]
         if not all(keys):  # a name seen for the first time (a Key is always true)
             keys = [k or self.key(n) for k, n in zip(keys, names, strict=True)]
-        sts, ens = _ns_column(map(itemgetter("st"), ds)), _ns_column(map(dict.get, ds, repeat("en")))
-        copies = map(bool, map(dict.get, ds, repeat("is_copy"), repeat(False)))
-        self.prof.spans += map(Span, map(itemgetter("device"), ds), keys, sts, ens,
-                               map(dict.get, ds, repeat("profile_key")), repeat(-1), copies)
+        self.unparsed.append((len(self.prof.spans), list(map(itemgetter("device"), ds)), keys,
+                              list(map(itemgetter("st"), ds)), list(map(dict.get, ds, repeat("en"))),
+                              list(map(dict.get, ds, repeat("profile_key"))),
+                              list(map(bool, map(dict.get, ds, repeat("is_copy"), repeat(False))))))
+        self.prof.spans += repeat(None, len(ds))
+
+    def _parse_timestamps(self) -> None:
+        """The Spans of the ranges read since the last call, their timestamps parsed together (in bulk, see
+        ns_column: graph batches split the ranges into groups too small for it)."""
+        groups, self.unparsed = self.unparsed, []
+        sts = ns_column(chain.from_iterable(g[3] for g in groups))
+        ens = ns_column(chain.from_iterable(g[4] for g in groups))
+        at, spans = 0, self.prof.spans
+        for first, devices, keys, _, _, profile_keys, copies in groups:
+            n = len(keys)
+            spans[first:first + n] = map(Span, devices, keys, sts[at:at + n], ens[at:at + n], profile_keys,
+                                         repeat(-1), copies)
+            at += n
 
     def point(self, e: Any) -> None:
         d = e.__dict__
