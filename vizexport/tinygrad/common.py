@@ -70,8 +70,8 @@ def ns_column(texts: Iterable) -> list[int | None]:
 
 
 def _exact_ns(texts: list) -> list[int] | None:
-    """ns of texts that are all in tinygrad's exactly-ns form ('123.456'), by numpy over their joined bytes: rows of
-    one width become digit matrices. None if any text is not in that form."""
+    """ns of texts that are all in tinygrad's exactly-ns form ('123.456'), by numpy over their joined bytes, a
+    character position at a time for the texts of each width. None if any text is not in that form."""
     try:
         data = np.frombuffer("".join(texts).encode("ascii"), np.uint8)
     except (TypeError, UnicodeEncodeError):
@@ -83,11 +83,18 @@ def _exact_ns(texts: list) -> list[int] | None:
         if not 5 <= w <= 19:  # an integer digit, the point and 3 decimals; at most 18 digits fit int64
             return None
         rows = np.flatnonzero(widths == w)
-        chars = data[starts[rows, None] + np.arange(w)]
-        digits = np.delete(chars, w - 4, axis=1) - ord("0")  # uint8: anything but a digit wraps above 9
-        if (chars[:, w - 4] != ord(".")).any() or (digits > 9).any():
-            return None
-        out[rows] = digits.astype(np.int64) @ 10 ** np.arange(w - 2, -1, -1, dtype=np.int64)
+        at, value = starts[rows], np.zeros(len(rows), np.int64)
+        for pos in range(w):
+            chars = data[at + pos]
+            if pos == w - 4:
+                if (chars != ord(".")).any():
+                    return None
+                continue
+            digits = chars - ord("0")  # uint8: anything but a digit wraps above 9
+            if (digits > 9).any():
+                return None
+            value = value * 10 + digits
+        out[rows] = value
     return out.tolist()
 
 
