@@ -4,16 +4,18 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import random
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from vizexport import load_profile
 from vizexport.perfetto import proto, write_trace
 from vizexport.records import GraphBatch, Key, Profile, Release, Span
 from vizexport.timeline import Timeline
-from vizexport.tinygrad.timeline import build_timeline
+from vizexport.tinygrad.timeline import _lanes, _nested, build_timeline
 
 from . import trace_rules
 from .conftest import EXPECTED, FIXTURES, ROOT, run_cli, tpq
@@ -143,6 +145,24 @@ def test_slices_sharing_timestamps_come_back_exactly():
     assert sorted((n, st, en) for st, en, n, _ in d.slices[t.uuid]) == \
         sorted((n, st, en) for n, st, en in events if en is not None)
     assert d.instants[t.uuid] == [(10, "mark")]
+
+
+def test_one_lane_exactly_when_slices_nest():
+    """The vectorized nesting check must agree with the lane assignment it stands in for, ties and zero-length
+    slices included (sorted by (start, -end), as the timeline sorts them)."""
+    def check(pairs: list[tuple[int, int]]) -> bool:
+        pairs = sorted(pairs, key=lambda p: (p[0], -p[1]))
+        st, en = np.array([p[0] for p in pairs], np.int64), np.array([p[1] for p in pairs], np.int64)
+        nested = _nested(st, en)
+        assert nested == (max(_lanes(st.tolist(), en.tolist()), default=0) == 0), pairs
+        return nested
+
+    assert check([(0, 10), (0, 4), (4, 10), (4, 4), (10, 15), (10, 10), (0, 10)])
+    assert not check([(0, 5), (3, 8)]) and not check([(0, 10), (2, 6), (5, 8)])
+    rnd = random.Random(7)
+    outcomes = Counter(check([(a, max(a, a + rnd.randint(-2, 8))) for a in (rnd.randint(0, 12) for _ in range(n))])
+                       for n in [1, 2, 3, 5, 8] * 300)
+    assert outcomes[True] > 100 and outcomes[False] > 100
 
 
 def test_json_output(tmp_path: Path):

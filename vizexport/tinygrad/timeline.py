@@ -8,7 +8,11 @@ from __future__ import annotations
 import bisect
 import re
 from collections import defaultdict
+from itertools import compress
+from operator import attrgetter
 from typing import Any
+
+import numpy as np
 
 from ..records import Alloc, Exec, Marker, Profile, RewriteLog, Span
 from ..sqtt import add_sqtt_tracks, load_launches, pmc_span_args
@@ -33,6 +37,45 @@ def is_copy(s: Span) -> bool:
     return s.is_copy or isinstance(s.key.ret, int) or ":SDMA" in s.device or s.device.endswith(":COPY")
 
 
+def _column(spans: np.ndarray, field: str, missing: np.ndarray | None = None) -> np.ndarray:
+    """One int field of spans as an int64 array; a None takes its value from `missing`."""
+    values = list(map(attrgetter(field), spans))
+    if missing is not None and None in values:
+        values = [m if v is None else v for v, m in zip(values, missing.tolist(), strict=True)]
+    return np.array(values, np.int64)
+
+
+def _nested(st: np.ndarray, en: np.ndarray) -> bool:
+    """Do slices sorted by (start, -end) nest without partial overlaps, so that one lane holds them all?
+
+    Their BEGINs and ENDs as parentheses (at one time ENDs first, innermost first; zero-length slices never
+    overlap): nested exactly when, at every depth, each END closes the slice the BEGIN before it opened.
+    """
+    keep = en > st
+    n = int(keep.sum())
+    rank = np.arange(n, dtype=np.int32)
+    time = np.concatenate((st[keep], en[keep]))  # events 0..n-1 begin slice k, n..2n-1 end slice k - n
+    events = np.lexsort((np.concatenate((rank, -rank)), np.arange(2 * n) < n, time))
+    del time, rank
+    begins = events < n
+    level = np.cumsum(np.where(begins, np.int8(1), np.int8(-1)), dtype=np.int32) + ~begins
+    by_level = events[np.argsort(level, kind="stable")]
+    return bool((by_level[1::2] - n == by_level[0::2]).all())
+
+
+def _lanes(st: list[int], en: list[int]) -> list[int]:
+    """Lane of each slice (sorted by (start, -end)) when some overlap: the first whose open slices it nests in."""
+    stacks: list[list[int]] = []
+    out = []
+    for s, e in zip(st, en, strict=True):
+        lane = next((k for k, stack in enumerate(stacks) if _fits(stack, s, e)), len(stacks))
+        if lane == len(stacks):
+            stacks.append([])
+        stacks[lane].append(e)
+        out.append(lane)
+    return out
+
+
 def _fits(stack: list[int], st: int, en: int) -> bool:
     """Can a slice [st, en] go on a lane whose open slices end at `stack`? (closes those ended by st)"""
     while stack and stack[-1] <= st:
@@ -53,9 +96,10 @@ class _Builder:
         self.pmc: dict[int, dict] = {}
 
     def build(self) -> Timeline:
-        spans_by_dev: dict[str, list[int]] = defaultdict(list)
-        for i, s in enumerate(self.p.spans):
-            spans_by_dev[s.device].append(i)
+        devices = list(map(attrgetter("device"), self.p.spans))
+        codes = {d: c for c, d in enumerate(dict.fromkeys(devices))}
+        by_code = np.fromiter(map(codes.__getitem__, devices), np.int64, len(devices))
+        spans_by_dev = {d: np.flatnonzero(by_code == c).tolist() for d, c in codes.items()}
         mem_devs = sorted({pt.device for pt in self.p.points if pt.kind in ("alloc", "free")}, key=natural)
         graph_roots = {device_root(g.device) for g in self.p.graphs if g.entries}
         roots = {device_root(d) for d in spans_by_dev} | {device_root(d) for d in mem_devs}
@@ -86,52 +130,44 @@ class _Builder:
     def _slices(self, group: Track, dev: str, idx: list[int], execs: list | None) -> None:
         """Spans of one device string on as few same-named lanes as keep every lane properly nested.
 
-        Written for speed (host tracks hold most of a profile's events): lane 0 is tried inline, and a host
-        span's name id and args are computed once per shared Key.
+        Written for speed (host tracks hold most of a profile's events): times are numpy columns, one lane is
+        proven enough by a vectorized check, and a host span's name id and args are computed once per shared Key.
         """
-        spans, placed, intern, host = self.p.spans, self.placed, self.tl.intern, dev in HOST
-        lanes: list[tuple[Track, list[int]]] = []
-        cache: dict[int, tuple[int, dict]] = {}
-        order = sorted(idx, key=lambda i: (spans[i].st, -(spans[i].en or spans[i].st)))
-        track0, stack0 = self._new_lane(lanes, dev, group)  # lane 0, tried first and inline: most spans go there
-        for i in order:
-            s = spans[i]
-            st, en = s.st, s.en
-            if en is None or en <= st:
-                en = st
-            while stack0 and stack0[-1] <= st:
-                stack0.pop()
-            if not stack0 or en <= stack0[-1]:
-                track, stack = track0, stack0
-            else:
-                track, stack = next((lane for lane in lanes[1:] if _fits(lane[1], st, en)), None) or \
-                    self._new_lane(lanes, dev, group)
-            stack.append(en)
-            if s.graph >= 0:
-                placed[i] = (track, len(track.ts))
-            if host:
-                sid_args = cache.get(id(s.key))
-                if sid_args is None:
-                    name, args = self._name_args(s, execs)
-                    sid_args = cache[id(s.key)] = (intern(name), args)
-                sid, args = sid_args
-            else:
-                name, args = self._name_args(s, execs)
-                sid = intern(name)
-                if i in self.pmc:
-                    args = {**args, **self.pmc[i]}
-            if args:
-                track.args[len(track.ts)] = args
-            track.ts.append(st)
-            track.dur.append(en - st if en > st else -1)
-            track.names.append(sid)
+        sub = np.fromiter(map(self.p.spans.__getitem__, idx), object, len(idx))
+        st, graph = _column(sub, "st"), _column(sub, "graph")
+        en = _column(sub, "en", missing=st)  # never ended: zero length
+        order = np.lexsort((-np.where(en == 0, st, en), st))  # as sorted() by (st, -(en or st)): stable
+        st, en, graph = st[order], np.maximum(en[order], st[order]), graph[order]
+        sub, idx = sub[order], np.array(idx)[order]
+        lanes = np.zeros(len(sub), np.int8) if _nested(st, en) else np.array(_lanes(st.tolist(), en.tolist()))
+        sids, args = self._names_args(sub, idx, dev, execs)
+        dur = np.where(en > st, en - st, -1)
+        n_lanes = int(lanes.max(initial=0)) + 1
+        for lane in range(n_lanes):
+            at = np.flatnonzero(lanes == lane) if n_lanes > 1 else slice(None)
+            track = self.tl.add_track(dev, group, "slice")
+            track.ts.frombytes(st[at].tobytes())
+            track.dur.frombytes(dur[at].tobytes())
+            track.names.frombytes(sids[at].astype(f"i{track.names.itemsize}").tobytes())
+            track.args = dict(compress(enumerate(args[at]), args[at]))
+            self.placed.update((int(idx[at][n]), (track, n)) for n in np.flatnonzero(graph[at] >= 0).tolist())
 
-    def _new_lane(self, lanes: list, dev: str, group: Track) -> tuple[Track, list[int]]:
-        lanes.append((self.tl.add_track(dev, group, "slice"), []))
-        return lanes[-1]
-
-    def _name_args(self, s: Span, execs: list | None) -> tuple[str, dict]:
-        return self._key_args(s.key) if s.device in HOST else self._device_name_args(s, execs)
+    def _names_args(self, sub: np.ndarray, idx: np.ndarray, dev: str, execs: list | None
+                    ) -> tuple[np.ndarray, np.ndarray]:
+        """Each span's name id and args (a host span's computed once per shared Key)."""
+        intern, n = self.tl.intern, len(sub)
+        if dev in HOST:
+            keys, sid_of, args_of = list(map(attrgetter("key"), sub)), {}, {}
+            for i, k in dict(zip(map(id, keys), keys, strict=True)).items():  # each Key once, in order of first use
+                name, args_of[i] = self._key_args(k)
+                sid_of[i] = intern(name)
+            return (np.fromiter(map(sid_of.__getitem__, map(id, keys)), np.int64, n),
+                    np.fromiter(map(args_of.__getitem__, map(id, keys)), object, n))
+        sids, args = np.empty(n, np.int64), np.empty(n, object)
+        for j, (s, i) in enumerate(zip(sub, idx.tolist(), strict=True)):
+            name, a = self._device_name_args(s, execs)
+            sids[j], args[j] = intern(name), {**a, **self.pmc[i]} if i in self.pmc else a
+        return sids, args
 
     def _key_args(self, k: Any) -> tuple[str, dict]:
         args = {}
