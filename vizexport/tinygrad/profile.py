@@ -150,7 +150,7 @@ class _Reader:
                 h = self._handler(e)
             h(e)
         self._read_ranges()
-        self._parse_timestamps()
+        self._make_spans()
         if self.n < LEAF_EVENTS:
             self.leaf_events += [e for e in events[:LEAF_EVENTS - self.n] if _has_uop_keys(e)]
         self.n += len(events)
@@ -225,7 +225,7 @@ class _Reader:
     def _read_ranges(self) -> None:
         """The pending host/device ranges (most of a profile's events), a column at a time: one C-level loop per
         field instead of Python work per event. Their Spans hold their places in prof.spans (graph entries are
-        indexed there) until `_parse_timestamps` makes them."""
+        indexed there) until `_make_spans` makes them."""
         if not self.ranges:
             return
         ds = [e.__dict__ for e in self.ranges]
@@ -241,9 +241,9 @@ class _Reader:
                               list(map(bool, map(dict.get, ds, repeat("is_copy"), repeat(False))))))
         self.prof.spans += repeat(None, len(ds))
 
-    def _parse_timestamps(self) -> None:
-        """The Spans of the ranges read since the last call, their timestamps parsed together (in bulk, see
-        ns_column: graph batches split the ranges into groups too small for it)."""
+    def _make_spans(self) -> None:
+        """The Spans of the ranges read since the last call, in their places, with all their timestamps parsed at
+        once (ns_column parses in bulk; graph batches split the ranges into groups too small for it)."""
         groups, self.unparsed = self.unparsed, []
         sts = ns_column(chain.from_iterable(g[3] for g in groups))
         ens = ns_column(chain.from_iterable(g[4] for g in groups))
