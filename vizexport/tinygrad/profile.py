@@ -1,6 +1,7 @@
 """profile.pkl (a list of Profile* stand-ins, any release 0.10.1 … master) → records.Profile."""
 from __future__ import annotations
 
+from functools import lru_cache
 from itertools import chain, repeat
 from operator import itemgetter
 from pathlib import Path
@@ -97,6 +98,8 @@ def is_rewrites(obj: Any) -> bool:
         return bool(obj) and all(isinstance(x, tuple) and len(x) == 2 for x in obj[:3])
     return class_name(obj) == "RewriteTrace" or (isinstance(obj, tuple) and len(obj) in (2, 3))
 
+
+_clean_name = lru_cache(maxsize=4096)(strip_ansi)  # exec and marker names repeat once per launch / step
 
 LEAF_EVENTS = 20000  # release detection looks at UOps in the first this many events
 
@@ -263,12 +266,12 @@ class _Reader:
             if nbytes is None:
                 self.allocs.append((arg, dt))
         elif kind == "exec" and isinstance(arg, dict):
-            name, color = strip_ansi(str(arg.get("name", "")))
+            name, color = _clean_name(str(arg.get("name", "")))
             arg = Exec(name, color, dict(arg.get("var_vals") or {}), list(arg.get("bufs") or ()),
                        tuple(arg.get("inputs") or ()), tuple(arg.get("outputs") or ()),
                        tuple(arg.get("metadata") or ()))
         elif kind == "marker" and isinstance(arg, dict):
-            arg = Marker(strip_ansi(str(arg.get("name", "")))[0], arg.get("color"))
+            arg = Marker(_clean_name(str(arg.get("name", "")))[0], arg.get("color"))
         self.prof.points.append(Point(d.get("device", ""), kind, ns(d["ts"]), d.get("key"), arg))
 
     def graph(self, e: Any) -> None:
