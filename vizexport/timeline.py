@@ -10,6 +10,8 @@ from array import array
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 
 @dataclass(eq=False)
 class Track:
@@ -77,3 +79,19 @@ class Timeline:
 
     def n_events(self) -> int:
         return sum(len(t) for t in self.tracks)
+
+
+def slice_events(ts: np.ndarray, dur: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The BEGIN (or instant, dur -1) and END events of a slice track's events, in the order a properly nested track
+    opens and closes them: (time, slice index, is END). At one time ENDs come first, innermost first (as a stack of
+    open slices pops them), then BEGINs in track order; a zero-length slice ends right after it begins."""
+    n = len(ts)
+    i = np.arange(n, dtype=np.int32 if n < 1 << 29 else np.int64)  # halves the index columns of big tracks
+    closed = dur >= 0
+    ci, cdur = i[closed], dur[closed]
+    time = np.concatenate((ts, ts[closed] + cdur))
+    group = np.concatenate((np.ones(n, np.int8), (cdur == 0).astype(np.int8)))
+    within = np.concatenate((2 * i, np.where(cdur == 0, 2 * ci + 1, -ci)))
+    order = np.lexsort((within, group, time))
+    del within, group  # big tracks: the returned columns need the room
+    return time[order], np.concatenate((i, ci))[order], order >= n

@@ -388,8 +388,9 @@ class SvgWriter:
         if key in self.pending:
             self.pending[key].dests.append((rel, caption, entry))
             return rel
-        if key in self.status or self._cached(key).exists():
-            data = self._cached(key).read_bytes()
+        cached = self._cached(key)
+        if key in self.status or cached.exists():
+            data = cached.read_bytes()
             self._emit(chr(data[0]), data[1:], [(rel, caption, entry)])
             return rel
         if self.pending and self.nodes + drawn.nodes > BATCH_NODES:

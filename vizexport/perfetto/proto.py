@@ -20,7 +20,7 @@ from typing import BinaryIO
 import numpy as np
 
 from ..output import Progress
-from ..timeline import Timeline, Track
+from ..timeline import Timeline, Track, slice_events
 
 _BYTES = [bytes((i,)) for i in range(128)]  # one-byte varints: most ids and lengths
 CLOCK_INCREMENTAL, CLOCK_BOOTTIME = 64, 6
@@ -146,20 +146,6 @@ def _column(a: array) -> np.ndarray:
     return np.frombuffer(a, dtype=a.typecode)
 
 
-def _slice_order(ts: np.ndarray, dur: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The BEGIN/INSTANT and END events of a properly nested run of slices, in the order they are written:
-    (time, slice index, is END). At one time ENDs come first, innermost first (as a stack of open slices pops
-    them), then BEGINs in track order; a zero-length slice ends right after it begins."""
-    n, i = len(ts), np.arange(len(ts))
-    closed = dur >= 0
-    ci, cdur = i[closed], dur[closed]
-    time = np.concatenate((ts, ts[closed] + cdur))
-    group = np.concatenate((np.ones(n, np.int8), (cdur == 0).astype(np.int8)))
-    within = np.concatenate((2 * i, np.where(cdur == 0, 2 * ci + 1, -ci)))
-    order = np.lexsort((within, group, time))
-    return time[order], np.concatenate((i, ci))[order], order >= n
-
-
 def _slices(seq: _Sequence, t: Track, start: int, end: int) -> tuple[bytes, np.ndarray]:
     """BEGIN/END packets (INSTANT for dur -1) of events [start, end), column-wise.
 
@@ -169,7 +155,7 @@ def _slices(seq: _Sequence, t: Track, start: int, end: int) -> tuple[bytes, np.n
     its own. END packets all share one tail.
     """
     ts, dur, names = (_column(c)[start:end] for c in (t.ts, t.dur, t.names))
-    time, idx, is_end = _slice_order(ts, dur)
+    time, idx, is_end = slice_events(ts, dur)
     groups = (names << 1) | (dur < 0)  # name and instant flag; negative: events with args or flows
     by_args: dict[tuple[int, int], int] = {}
     for i, a in t.args.items():

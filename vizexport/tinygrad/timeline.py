@@ -16,7 +16,7 @@ import numpy as np
 
 from ..records import Alloc, Exec, Marker, Profile, RewriteLog, Span
 from ..sqtt import add_sqtt_tracks, load_launches, pmc_span_args
-from ..timeline import Timeline, Track
+from ..timeline import Timeline, Track, slice_events
 from .estimates import Estimates
 
 HOST = ("TINY", "USER", "GC")
@@ -37,7 +37,7 @@ def is_copy(s: Span) -> bool:
     return s.is_copy or isinstance(s.key.ret, int) or ":SDMA" in s.device or s.device.endswith(":COPY")
 
 
-def _column(spans: np.ndarray, field: str, missing: np.ndarray | None = None) -> np.ndarray:
+def _span_column(spans: np.ndarray, field: str, missing: np.ndarray | None = None) -> np.ndarray:
     """One int field of spans as an int64 array; a None takes its value from `missing`."""
     values = list(map(attrgetter(field), spans))
     if missing is not None and None in values:
@@ -46,21 +46,13 @@ def _column(spans: np.ndarray, field: str, missing: np.ndarray | None = None) ->
 
 
 def _nested(st: np.ndarray, en: np.ndarray) -> bool:
-    """Do slices sorted by (start, -end) nest without partial overlaps, so that one lane holds them all?
-
-    Their BEGINs and ENDs as parentheses (at one time ENDs first, innermost first; zero-length slices never
-    overlap): nested exactly when, at every depth, each END closes the slice the BEGIN before it opened.
-    """
-    keep = en > st
-    n = int(keep.sum())
-    rank = np.arange(n, dtype=np.int32)
-    time = np.concatenate((st[keep], en[keep]))  # events 0..n-1 begin slice k, n..2n-1 end slice k - n
-    events = np.lexsort((np.concatenate((rank, -rank)), np.arange(2 * n) < n, time))
-    del time, rank
-    begins = events < n
-    level = np.cumsum(np.where(begins, np.int8(1), np.int8(-1)), dtype=np.int32) + ~begins
-    by_level = events[np.argsort(level, kind="stable")]
-    return bool((by_level[1::2] - n == by_level[0::2]).all())
+    """Do slices sorted by (start, -end) nest without partial overlaps, so that one lane holds them all? Opened and
+    closed as a track emits them (slice_events), exactly when at every depth each END closes the slice the BEGIN
+    before it opened."""
+    idx, is_end = slice_events(st, en - st)[1:]
+    level = np.cumsum(np.where(is_end, np.int8(-1), np.int8(1)), dtype=np.int32) + is_end
+    by_level = idx[np.argsort(level, kind="stable")]
+    return bool((by_level[0::2] == by_level[1::2]).all())
 
 
 def _lanes(st: list[int], en: list[int]) -> list[int]:
@@ -134,10 +126,11 @@ class _Builder:
         proven enough by a vectorized check, and a host span's name id and args are computed once per shared Key.
         """
         sub = np.fromiter(map(self.p.spans.__getitem__, idx), object, len(idx))
-        st, graph = _column(sub, "st"), _column(sub, "graph")
-        en = _column(sub, "en", missing=st)  # never ended: zero length
+        st, graph = _span_column(sub, "st"), _span_column(sub, "graph")
+        en = _span_column(sub, "en", missing=st)  # never ended: zero length
         order = np.lexsort((-np.where(en == 0, st, en), st))  # as sorted() by (st, -(en or st)): stable
-        st, en, graph = st[order], np.maximum(en[order], st[order]), graph[order]
+        st, en, graph = st[order], en[order], graph[order]
+        en = np.maximum(en, st)
         sub, idx = sub[order], np.array(idx)[order]
         lanes = np.zeros(len(sub), np.int8) if _nested(st, en) else np.array(_lanes(st.tolist(), en.tolist()))
         sids, args = self._names_args(sub, idx, dev, execs)
