@@ -23,7 +23,6 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 
 import vizexport  # noqa: E402
-from vizexport.graphs import render_rewrites  # noqa: E402
 
 BIGGEST = ROOT.parent / "shared" / "fixtures" / "tinygrad" / "0.14.0-hcq2" / "rewrites.pkl"
 
@@ -60,18 +59,16 @@ def bench(path: Path, out: Path, args: argparse.Namespace) -> None:
     if args.matches:
         log = first_contexts(log, args.matches)
     t1 = time.perf_counter()
-    m = render_rewrites(log, out, all_steps=args.all_steps, max_nodes=args.max_nodes, jobs=args.jobs)
+    m = vizexport.render_rewrites(log, out, all_steps=args.all_steps, max_nodes=args.max_nodes, jobs=args.jobs)
     t2, c2 = time.perf_counter(), cpu_seconds()
-    s = m["summary"]
+    s = m.summary
     print(f"{path}")
-    print(f"  trace    {s['contexts']} contexts, {s['rewrites']} rewrites, {s['matches']:,} matches, "
-          f"{s['steps']:,} steps")
-    print(f"  output   {s['svg_files']:,} SVGs ({s['unique_graphs']:,} distinct layouts), {size_mb(out):,.0f} MB")
+    print(f"  trace    {s.contexts} contexts, {s.rewrites} rewrites, {s.matches:,} matches, {s.steps:,} steps")
+    print(f"  output   {s.svg_files:,} SVGs ({s.unique_graphs:,} distinct layouts), {size_mb(out):,.0f} MB")
     print(f"  time     {t2 - t0:.1f} s total (load {t1 - t0:.1f} s, render {t2 - t1:.1f} s), "
-          f"{s['svg_files'] / (t2 - t0):.0f} SVGs/s, {c2 - c0:.0f} CPU s over {args.jobs} jobs")
-    print(f"  limits   {s['capped']:,} graphs above --max-nodes {args.max_nodes} (neighbourhood drawn), "
-          f"{s['timeouts']} timeouts, {s['render_errors']} dot errors, {s['replay_errors']} replay errors",
-          flush=True)
+          f"{s.svg_files / (t2 - t0):.0f} SVGs/s, {c2 - c0:.0f} CPU s over {args.jobs} jobs")
+    print(f"  limits   {s.capped:,} graphs above --max-nodes {args.max_nodes} (neighbourhood drawn), "
+          f"{s.timeouts} timeouts, {s.render_errors} dot errors, {s.replay_errors} replay errors", flush=True)
 
 
 def main() -> None:

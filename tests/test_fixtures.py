@@ -11,11 +11,16 @@ from pathlib import Path
 import pytest
 
 import vizexport
-from vizexport.info import summarize
+from vizexport.records import to_json
 
 from .conftest import EXPECTED, FIXTURES, ROOT, run_cli
 
 SAMPLE = ROOT / "vizexport" / "data" / "sample"
+
+
+def summarize(x: vizexport.Profile | vizexport.RewriteLog) -> dict:
+    """The summary as `vizexport info --json` prints it."""
+    return to_json(vizexport.summarize(x))
 
 
 def path_of(key: str) -> Path:

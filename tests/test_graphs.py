@@ -1,4 +1,5 @@
-"""Rewrite traces → replayed step graphs → DOT → SVG step sequences + manifest (vizexport.graphs).
+"""Rewrite traces → replayed step graphs (vizexport.tinygrad.replay) → DOT → SVG step sequences + manifest
+(vizexport.graphs).
 
 Replay is checked against tinygrad's own viewer replay (tests/data/replay_figures.json, made by
 tools/replay_figures.py with each real release); rendering runs the real Graphviz `dot` on a subset.
@@ -19,15 +20,14 @@ from pathlib import Path
 import pytest
 
 import vizexport
-from vizexport.graphs import Replayer, ReplayError, render_rewrites
 from vizexport.graphs import export as export_mod
-from vizexport.graphs.args import ArgText, arg_key
 from vizexport.graphs.diff import match_diff
-from vizexport.graphs.dot import Drawer, Labels, quote
+from vizexport.graphs.dot import Drawer, quote
 from vizexport.graphs.render import DotMissing, captioned, notice_svg
-from vizexport.graphs.replay import Nodes, real_matches
 from vizexport.pickles import InputError, stub_class
-from vizexport.records import Context, Key, Match, Release, Rewrite, RewriteLog, UOpRec
+from vizexport.records import Context, Key, Match, Release, Rewrite, RewriteLog, UOpRec, to_json
+from vizexport.tinygrad.args import ArgText, arg_key
+from vizexport.tinygrad.replay import Nodes, Replayer, ReplayError, real_matches
 
 from .conftest import FIXTURES, ROOT
 
@@ -39,6 +39,11 @@ BIG = "tinygrad/0.14.0-hcq2/rewrites.pkl"
 # 0.13.0 PARAMs carry only a slot number, and two pointer dtypes that differ only in size read back as the same
 # text ("float*"), so vizexport merges two nodes tinygrad keeps apart (records.UOpRec.dtype needs more detail)
 DTYPE_TEXT_COLLISIONS = {"tinygrad/0.13.0/rewrites.pkl": {(4, 19), (4, 23), (4, 24), (4, 25), (4, 26), (6, 29)}}
+
+
+def render_rewrites(*args, **kw) -> dict:
+    """The manifest, as manifest.json holds it."""
+    return to_json(vizexport.render_rewrites(*args, **kw))
 
 
 def _tool():
@@ -168,9 +173,8 @@ def rep_nodes_of(key: str, ci: int) -> Nodes:
 @pytest.mark.parametrize("key", KEYS)
 def test_dot_every_step(key: str):
     """DOT for every step: ids follow toposort order, created nodes are drawn and highlighted, text is stable."""
-    log = log_of(key)
     for rp, reps in replays_of(key).values():
-        drawer = Drawer(Labels(log, rp.nodes), 400)
+        drawer = Drawer(rp.nodes, 400)
         for rep in reps:
             chosen = export_mod.policy(rep.steps, key != BIG or FULL)  # the largest: the default policy's steps
             for s in (s for s in rep.steps if s.index in chosen):
@@ -184,7 +188,7 @@ def test_dot_every_step(key: str):
         if not reps:
             continue
         last = reps[-1].steps[-1]
-        assert Drawer(Labels(log, rp.nodes), 400).draw(last).text == drawer.draw(last).text  # cache-independent
+        assert Drawer(rp.nodes, 400).draw(last).text == drawer.draw(last).text  # cache-independent
 
 
 # ---- rendering with dot ----
@@ -240,7 +244,7 @@ def test_highlighted_are_created(key: str, ctx: str, outroot: Path):
     checked = 0
     for c in m["contexts"]:
         rp = Replayer(Nodes(log))
-        drawer = Drawer(Labels(log, rp.nodes), 400)
+        drawer = Drawer(rp.nodes, 400)
         for r in c["rewrites"]:
             rep = rp.replay(log.contexts[c["index"]].rewrites[r["index"]])
             for s, e in zip(rep.steps, r["steps"], strict=True):
@@ -306,9 +310,9 @@ def test_tiny_replay_and_diff():
     nodes = r.nodes
     assert [nodes.op[n] for n in nodes.toposort(rep.final)] == ["CONST", "SINK"]
     assert {nodes.op[n] for n in rep.steps[1].created} == {"CONST"} and rep.steps[1].rebuilt == {rep.final}
-    diff = match_diff(nodes, rep.steps[1].before, rep.steps[1].after, ArgText("0.14.0", str))
+    diff = match_diff(nodes, rep.steps[1].before, rep.steps[1].after)
     assert diff[:2] == ["--- before", "+++ after"] and "+CONST int 3" in diff
-    d = Drawer(Labels(log, nodes), 400).draw(rep.steps[1])
+    d = Drawer(nodes, 400).draw(rep.steps[1])
     assert 'class="created"' in d.text and 'id="replaced"' in d.text  # the created CONST is drawn, not folded
 
 
@@ -429,7 +433,7 @@ def test_quote_and_svg_helpers():
 
 
 def test_semantics_per_release():
-    from vizexport.graphs.replay import semantics
+    from vizexport.tinygrad.replay import semantics
     assert semantics("0.10.0").always_walk and semantics("0.10.1").advance == "never"
     assert semantics("0.13.0").call_bodies == "skip" and semantics("master").walk_flag
     assert not semantics("0.10.3").tags and semantics("0.11.0").tags
@@ -437,7 +441,7 @@ def test_semantics_per_release():
 
 def test_policy():
     from vizexport.graphs.export import policy
-    from vizexport.graphs.replay import Step
+    from vizexport.records import GraphStep as Step
     steps = [Step(i, sink=1) for i in range(60)]
     assert policy(steps, "default") == {0, 59} and len(policy(steps, "all")) == 60
     assert policy(steps[:51], "default") == set(range(51)) and policy(steps[:51], "ends") == {0, 50}

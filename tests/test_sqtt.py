@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import vizexport
+from vizexport.info import pmc_text as as_text
 from vizexport.perfetto import write_trace
 from vizexport.records import Capture, Profile
 from vizexport.sqtt import (
@@ -34,8 +35,8 @@ from vizexport.sqtt import code as codemod
 from vizexport.sqtt.code import arch_of_target, disassemble, unpackb
 from vizexport.sqtt.formats import FORMATS, OPS_RDNA3, TABLES, ids, op_name
 from vizexport.sqtt.launches import Launch, decode_blob
-from vizexport.sqtt.pmc import as_text, decode_pmc, launch_counters, span_args
-from vizexport.timeline import Timeline
+from vizexport.sqtt.pmc import decode_pmc, launch_counters, span_args
+from vizexport.timeline import Role, Timeline
 from vizexport.tinygrad.timeline import build_timeline
 
 from .conftest import FIXTURES, ROOT, tpq
@@ -441,7 +442,7 @@ def test_trace_processor(tmp_path: Path):
         pytest.skip("sqtt fixtures not present")
     tl = Timeline("sqtt fixtures")
     for key in present:
-        add_sqtt_tracks(tl, tl.add_track(key, None, "group"), profile(key), launches(key))
+        add_sqtt_tracks(tl, tl.add_track(key, None, "group", Role.DEVICE), profile(key), launches(key))
     write_trace(tl, trace := tmp_path / "sqtt.pftrace")
     up = " ".join(f"join track t{i + 1} on t{i}.parent_id = t{i + 1}.id" for i in range(1, 6))
     counts, errors = tpq(trace, "select t6.name as file, sum(s.name like 'wave%') as waves, "

@@ -14,11 +14,12 @@ import pytest
 from vizexport import load_profile
 from vizexport.perfetto import proto, write_trace
 from vizexport.records import GraphBatch, Key, Profile, Release, Span
-from vizexport.timeline import Timeline
+from vizexport.timeline import Role, Timeline
 from vizexport.tinygrad.timeline import _lanes, _nested, build_timeline
 
 from . import trace_rules
 from .conftest import EXPECTED, FIXTURES, ROOT, run_cli, tpq
+from .trace_rules import pb
 
 SAMPLE = ROOT / "vizexport" / "data" / "sample"
 PROFILES = ["sample/profile.pkl", *sorted(k for k in EXPECTED if k.startswith("tinygrad/") and "profile" in k),
@@ -132,7 +133,7 @@ def test_slices_sharing_timestamps_come_back_exactly():
     """The writer orders BEGIN/END by time alone: slices that end where others begin or end, zero-length slices
     and instants at those times must decode to the same slices (an END closes the innermost open slice)."""
     tl = Timeline()
-    t = tl.add_track("X", None, "slice")
+    t = tl.add_track("X", None, "slice", Role.QUEUE)
     events = [("outer", 0, 10), ("first", 0, 4), ("second", 4, 10), ("zero", 4, 4), ("mark", 10, None),
               ("after", 10, 15), ("zero2", 15, 15), ("last", 15, 16)]
     for name, st, en in events:
@@ -238,3 +239,23 @@ def test_parallel_encoding_gives_the_same_bytes(monkeypatch: pytest.MonkeyPatch)
         proto.write(tl, b, jobs=jobs, progress=lambda d, t: calls.append((d, t)))
         outs.append(b.getvalue())
     assert outs[0] == outs[1] and calls[-1] == (tl.n_events(), tl.n_events())
+
+
+def test_hand_written_field_numbers_are_perfetto_s():
+    """The encoder's named field numbers and enum values are those of the official schema (perfetto_trace_pb2)."""
+    messages = {proto.Trace: pb.Trace, proto.TracePacket: pb.TracePacket, proto.TracePacketDefaults:
+                pb.TracePacketDefaults, proto.TrackEventDefaults: pb.TrackEventDefaults, proto.ClockSnapshot:
+                pb.ClockSnapshot, proto.Clock: pb.ClockSnapshot.Clock, proto.TrackDescriptor: pb.TrackDescriptor,
+                proto.CounterDescriptor: pb.CounterDescriptor, proto.TrackEvent: pb.TrackEvent, proto.InternedData:
+                pb.InternedData, proto.EventName: pb.EventName, proto.DebugAnnotation: pb.DebugAnnotation}
+    checked = 0
+    for ours, theirs in messages.items():
+        for name, value in vars(ours).items():
+            if name.isupper():
+                fields = theirs.DESCRIPTOR.fields_by_name
+                official = fields[name.lower()].number if name.lower() in fields else getattr(theirs, name)
+                assert value == official, f"{ours.__name__}.{name}"
+                checked += 1
+    for same in (pb.DebugAnnotationName, pb.InternedString):  # interned with EventName's layout
+        assert [f.number for f in same.DESCRIPTOR.fields] == [proto.EventName.IID, proto.EventName.NAME]
+    assert proto.CLOCK_BOOTTIME == pb.BUILTIN_CLOCK_BOOTTIME and checked >= 40

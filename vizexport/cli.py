@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import functools
-import json
 import os
 import sys
 import time
@@ -16,19 +14,16 @@ from typing import Any
 
 from tqdm import tqdm
 
-from . import __version__
-from .graphs import render_rewrites
+from . import __version__, api
+from .errors import InputError
+from .gcpause import gc_paused
 from .graphs.export import POLICIES
-from .info import as_text, summarize
-from .output import Progress, atomic_file
-from .perfetto import FORMATS, trace_format, write_trace
-from .pickles import InputError, gc_paused
+from .info import as_json, as_text
+from .output import Progress, write_atomic
+from .perfetto import FORMATS, writer_for
 from .records import Profile, RewriteLog
-from .site import build_site
 from .site.serve import serve
-from .tinygrad import load_any
 from .tinygrad.releases import RELEASES
-from .tinygrad.timeline import build_timeline
 
 COMMANDS = ("convert", "info", "demo", "open")
 USAGE = """vizexport PROFILE.pkl [REWRITES.pkl] -o OUT.pftrace|OUT.pftrace.gz|OUT.json|OUT.json.gz
@@ -85,7 +80,7 @@ def parser() -> argparse.ArgumentParser:
 def load_inputs(paths: Sequence[Path], version: str | None, need_profile: bool = True
                 ) -> tuple[Profile | None, RewriteLog | None]:
     """At most one profile and at most one rewrites trace, told apart by content."""
-    loaded = [load_any(p, version) for p in paths]
+    loaded = [api.load_any(p, version) for p in paths]
     profiles = [x for x in loaded if isinstance(x, Profile)]
     logs = [x for x in loaded if isinstance(x, RewriteLog)]
     if len(profiles) > 1 or len(logs) > 1 or (need_profile and not profiles):
@@ -115,14 +110,14 @@ def progress_bar(desc: str, unit: str, quiet: bool = False) -> Iterator[Progress
 def convert(inputs: Sequence[Path], output: Path, version: str | None = None, compress: bool = True,
             quiet: bool = False) -> int:
     """PROFILE [REWRITES] → one trace file."""
-    if trace_format(output) is None:
+    if writer_for(output) is None:
         raise InputError(f"{output}: unknown output format (name it {', '.join('*' + f for f in FORMATS)})")
     t0 = time.perf_counter()
-    with gc_paused():  # millions of acyclic objects: see pickles.gc_paused
+    with gc_paused():  # millions of acyclic objects: see gcpause
         prof, log = load_inputs(inputs, version)
-        tl = build_timeline(prof, log)
+        tl = api.build_timeline(prof, log)
         with progress_bar("writing", " events", quiet) as progress:
-            size = write_trace(tl, output, compress=compress, progress=progress)
+            size = api.write_trace(tl, output, compress=compress, progress=progress)
     if not quiet:
         n = tl.n_events()
         print(f"wrote {output}: {n:,} events on {len(tl.tracks)} tracks, {size:,} bytes "
@@ -135,15 +130,8 @@ def export_folder(inputs: Sequence[Path], outdir: Path, version: str | None = No
     t0 = time.perf_counter()
     with gc_paused():
         prof, log = load_inputs(inputs, version, need_profile=False)
-        tl = build_timeline(prof, log) if prof is not None else None
-    # beside a profile the rewrites are part of a site: each distinct graph stored once, by default only the first
-    # and last state of each rewrite; alone they are the step-per-file export
-    site = prof is not None
-    render_opts["steps"] = render_opts.get("steps") or ("ends" if site else "default")
     with progress_bar("drawing rewrite steps", "") as progress:
-        render = None if log is None else functools.partial(render_rewrites, shared=site, progress=progress,
-                                                            **render_opts)
-        index = build_site(outdir, prof, log, tl, render, rewrites_dir="rewrites" if site else ".")
+        index = api.build_site(outdir, prof, log, progress=progress, **render_opts)
     print(f"wrote {index} in {time.perf_counter() - t0:.2f} s")
     return index
 
@@ -165,8 +153,8 @@ def cmd_open(args: argparse.Namespace) -> int:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    summaries = [summarize(load_any(f, args.tinygrad_version)) for f in args.files]
-    print(json.dumps(summaries, indent=1) if args.json else "\n".join(map(as_text, summaries)))
+    summaries = [api.summarize(api.load_any(f, args.tinygrad_version)) for f in args.files]
+    print(as_json(summaries) if args.json else "\n".join(map(as_text, summaries)))
     return 0
 
 
@@ -176,13 +164,19 @@ def sample_files() -> list[Path]:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    files = sample_files()
-    summaries = [summarize(load_any(f, args.tinygrad_version)) for f in files]
+    """Everything on the bundled sample, each input read and decoded once."""
+    t0 = time.perf_counter()
+    with gc_paused():
+        prof, log = load_inputs(sample_files(), args.tinygrad_version)
+        launches = api.decode_launches(prof)
+        tl = api.build_timeline(prof, log, launches)
+    summaries = [api.summarize(prof, launches), api.summarize(log)]
     print("\n".join(map(as_text, summaries)))
-    index = export_folder(files, args.output, args.tinygrad_version)
-    convert(files, args.output / "trace.json.gz", args.tinygrad_version)
-    with atomic_file(args.output / "info.json") as f:
-        f.write(json.dumps(summaries, indent=1).encode())
+    with progress_bar("drawing rewrite steps", "") as progress:
+        index = api.build_site(args.output, prof, log, progress=progress, timeline=tl, summary=summaries[0])
+    api.write_trace(tl, args.output / "trace.json.gz")
+    write_atomic(args.output / "info.json", as_json(summaries).encode())
+    print(f"wrote {index}, trace.json.gz and info.json in {time.perf_counter() - t0:.2f} s")
     print(f"open {index} in a browser, or run: vizexport open {args.output / 'trace.pftrace'}")
     return 0
 

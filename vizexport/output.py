@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,3 +31,21 @@ def atomic_file(path: Path) -> Iterator[BinaryIO]:
     except BaseException:
         os.unlink(tmp)
         raise
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write `data` to `path` via a temporary file in the same folder: readers never see a partial file."""
+    with atomic_file(path) as f:
+        f.write(data)
+
+
+def remove_leftovers(root: Path) -> None:
+    """Delete temporary files an interrupted run left behind."""
+    for p in root.rglob(f".*{TMP_SUFFIX}"):
+        p.unlink(missing_ok=True)
+
+
+def slug(name: str, width: int = 48) -> str:
+    """A file-name-safe form of `name`: runs of other characters become '-', at most `width` characters."""
+    s = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.")
+    return s[:width].rstrip("-.") or "unnamed"

@@ -7,21 +7,16 @@ from __future__ import annotations
 
 import bisect
 import builtins
-import gc
 import io
 import os
 import pickle
 import secrets
 import sys
 from array import array
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-
-class InputError(Exception):
-    """A problem with an input file, reported to the user as one line (no traceback)."""
+from .errors import InputError
 
 
 class Stub:
@@ -122,19 +117,6 @@ def class_name(obj: Any) -> str:
     return qualname(obj).rsplit(".", 1)[-1]
 
 
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic GC while millions of acyclic objects are made: its full collections, triggered by the
-    allocation count alone, otherwise take most of the load time (4x slower for a 1M-event profile)."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
-
-
 def load(path: str | Path) -> tuple[Any, set[str]]:
     """Unpickle `path` safely; return the object and the tinygrad classes it named.
 
@@ -149,7 +131,7 @@ def load(path: str | Path) -> tuple[Any, set[str]]:
         head = f.read(2)
         if not head:
             raise InputError(f"{path}: empty file")
-        if head[0] != 0x80 or head[1] < 2:
+        if head[:1] != pickle.PROTO or head[1] < 2:
             raise InputError(f"{path}: not a pickle (no protocol 2+ header; tinygrad writes protocol 4 or 5)")
         f.seek(0)
         try:
@@ -180,9 +162,23 @@ def load(path: str | Path) -> tuple[Any, set[str]]:
 #     reference to the sentinel, so any other reference means a released entry was fetched: the load is abandoned
 #     (the caller loads the whole file instead) rather than return wrong data.
 
-_NOARG = frozenset(b"(.012NRabd}el]o)stu\x81\x85\x86\x87\x88\x89\x8f\x90\x91\x92\x93")
-_FIXED = {**dict.fromkeys(b"K\x80", 1), ord("M"): 2, ord("J"): 4, ord("G"): 8}
-_COUNT1, _COUNT4, _COUNT8 = frozenset(b"\x8cCU\x8a"), frozenset(b"XBT\x8b"), frozenset(b"\x8d\x8e\x96")
+def _ops(*codes: bytes) -> frozenset[int]:
+    return frozenset(c[0] for c in codes)
+
+
+OP = pickle  # opcodes: the pickle module's constants (one byte each)
+_NOARG = _ops(OP.MARK, OP.STOP, OP.POP, OP.POP_MARK, OP.DUP, OP.NONE, OP.REDUCE, OP.APPEND, OP.BUILD, OP.DICT,
+              OP.EMPTY_DICT, OP.APPENDS, OP.LIST, OP.EMPTY_LIST, OP.OBJ, OP.EMPTY_TUPLE, OP.SETITEM, OP.TUPLE,
+              OP.SETITEMS, OP.NEWOBJ, OP.TUPLE1, OP.TUPLE2, OP.TUPLE3, OP.NEWTRUE, OP.NEWFALSE, OP.EMPTY_SET,
+              OP.ADDITEMS, OP.FROZENSET, OP.NEWOBJ_EX, OP.STACK_GLOBAL)
+_FIXED = {OP.BININT1[0]: 1, OP.PROTO[0]: 1, OP.BININT2[0]: 2, OP.BININT[0]: 4, OP.BINFLOAT[0]: 8}  # argument bytes
+# a length of 1, 4 or 8 bytes, then that many bytes
+_COUNT1 = _ops(OP.SHORT_BINUNICODE, OP.SHORT_BINBYTES, OP.SHORT_BINSTRING, OP.LONG1)
+_COUNT4 = _ops(OP.BINUNICODE, OP.BINBYTES, OP.BINSTRING, OP.LONG4)
+_COUNT8 = _ops(OP.BINUNICODE8, OP.BINBYTES8, OP.BYTEARRAY8)
+_MEMOIZE, _BINGET, _LONG_BINGET, _FRAME, _STOP = (OP.MEMOIZE[0], OP.BINGET[0], OP.LONG_BINGET[0], OP.FRAME[0],
+                                                   OP.STOP[0])
+_ENDS_LIST = OP.APPENDS + OP.APPEND  # the opcodes a non-empty top-level list ends with, before STOP
 _CHUNK = 1 << 22
 _KEEP_BELOW = 256  # memo entries fetched by BINGET (1-byte index) stay: a few hundred classes and names
 
@@ -227,8 +223,8 @@ def _scan(f: Any, size: int) -> _Plan | None:
     """Pass 1 (a few opcodes per byte, no objects made). None: not a protocol 4/5 top-level list we can stream."""
     f.seek(0)
     buf = f.read(_CHUNK)
-    framed = buf[2:3] == b"\x95"  # a list opens the first frame, unless a big payload comes first (no frame yet)
-    if buf[:1] != b"\x80" or buf[1:2] not in (b"\x04", b"\x05") or buf[11 if framed else 2:][:2] != b"]\x94":
+    framed = buf[2:3] == OP.FRAME  # a list opens the first frame, unless a big payload comes first (no frame yet)
+    if buf[:1] != OP.PROTO or buf[1] not in (4, 5) or buf[11 if framed else 2:][:2] != OP.EMPTY_LIST + OP.MEMOIZE:
         return None
     plan = _Plan(size)
     frames, memo_at, last = plan.frames, plan.memo_at, plan.last
@@ -246,21 +242,21 @@ def _scan(f: Any, size: int) -> _Plan | None:
             if i >= len(buf):
                 return None  # truncated: the full load reports it
         op = buf[i]
-        if op == 0x94:  # MEMOIZE (the commonest opcodes first)
+        if op == _MEMOIZE:  # the commonest opcodes first
             memo += 1
             i += 1
             continue
-        if op == 0x68:  # BINGET: entries below 256 (classes, first names) are never released, so not tracked
+        if op == _BINGET:  # entries below 256 (classes, first names) are never released, so not tracked
             i += 2
         elif op in noarg:
-            if op == 0x2E:  # STOP: a list ends with APPENDS or APPEND (or is empty)
-                if buf[i - 1] not in b"ea" and base + i != (13 if framed else 4):
+            if op == _STOP:  # a list ends with APPENDS or APPEND (or is empty)
+                if buf[i - 1] not in _ENDS_LIST and base + i != (13 if framed else 4):
                     return None
                 break
             i += 1
         elif op in count1:
             i += 2 + buf[i + 1]
-        elif op == 0x6A:  # LONG_BINGET
+        elif op == _LONG_BINGET:
             idx = int.from_bytes(buf[i + 1:i + 5], "little")
             if idx >= memo:
                 return None
@@ -268,7 +264,7 @@ def _scan(f: Any, size: int) -> _Plan | None:
             i += 5
         elif op in fixed:
             i += 1 + fixed[op]
-        elif op == 0x95:  # FRAME
+        elif op == _FRAME:
             frames.append(base + i)
             memo_at.append(memo)
             frame += 1
@@ -284,7 +280,7 @@ def _scan(f: Any, size: int) -> _Plan | None:
                 i = end - base
         else:
             return None  # PUT/GET by text, persistent ids, extensions, out-of-band buffers: use the full load
-        if buf[i] == 0x94:  # most objects are memoized right after they are made: one iteration for both
+        if buf[i] == _MEMOIZE:  # most objects are memoized right after they are made: one iteration for both
             memo += 1
             i += 1
     memo_at.append(memo)
@@ -295,7 +291,7 @@ def _scan(f: Any, size: int) -> _Plan | None:
 
 
 def _frame(payload: bytes) -> bytes:
-    return b"\x95" + len(payload).to_bytes(8, "little") + payload
+    return OP.FRAME + len(payload).to_bytes(8, "little") + payload
 
 
 def _puts(idxs: list[int] | range) -> bytes:
@@ -305,7 +301,7 @@ def _puts(idxs: list[int] | range) -> bytes:
         arr.byteswap()
     raw, n = arr.tobytes(), len(arr)
     out = bytearray(5 * n)
-    out[0::5] = b"r" * n
+    out[0::5] = OP.LONG_BINPUT * n
     for j in range(4):
         out[1 + j::5] = raw[j::4]
     return bytes(out)
@@ -318,8 +314,7 @@ class _Feed:
         self.f, self.plan, self.check = f, plan, check
         self.sentinel_pid = sentinel_pid.encode()
         self.k = 0  # next frame to hand out
-        self.buf, self.pos = _frame(b"P" + sink_pid.encode() + b"\n"), 0
-        self.buf = b"\x80\x04" + self.buf
+        self.buf, self.pos = OP.PROTO + b"\x04" + _frame(OP.PERSID + sink_pid.encode() + b"\n"), 0
 
     def _next(self) -> bool:
         plan, k = self.plan, self.k
@@ -329,15 +324,15 @@ class _Feed:
         end = plan.frames[k + 1] if k + 1 < len(plan.frames) else plan.size
         self.f.seek(start)
         data = self.f.read(end - start)
-        if k == 0 and data[:1] == b"\x95":  # the first frame opens with EMPTY_LIST: drop it (the sink is pushed)
-            data = b"\x95" + (int.from_bytes(data[1:9], "little") - 1).to_bytes(8, "little") + data[10:]
+        if k == 0 and data[:1] == OP.FRAME:  # the first frame opens with EMPTY_LIST: drop it (the sink is pushed)
+            data = OP.FRAME + (int.from_bytes(data[1:9], "little") - 1).to_bytes(8, "little") + data[10:]
         elif k == 0:
             data = data[1:]
         else:
             released = plan.releases(k - 1)
             self.check(len(released))
             if released:
-                data = _frame(b"P" + self.sentinel_pid + b"\n" + _puts(released) + b"0") + data
+                data = _frame(OP.PERSID + self.sentinel_pid + b"\n" + _puts(released) + OP.POP) + data
         self.buf, self.pos, self.k = data, 0, k + 1
         return True
 

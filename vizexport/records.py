@@ -1,11 +1,15 @@
-"""Version-neutral records produced by the tinygrad readers. Nothing here knows a tinygrad release.
+"""Version-neutral records: what the readers produce (Profile, RewriteLog) and the step-graph model writers draw
+(StepGraphs). Nothing here knows a tinygrad release.
 
 All timestamps are integer nanoseconds on the host clock (device clock offsets already applied).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields, is_dataclass
+from typing import Any, Protocol
+
+OPTIONAL = {"optional": True}  # dataclass field metadata: left out of the JSON form while None
 
 
 @dataclass(frozen=True)
@@ -20,13 +24,14 @@ class Release:
 
 @dataclass(slots=True)
 class Key:
-    """A TracingKey (or a plain name): display name without ANSI codes, its colour, and the payloads."""
+    """A TracingKey (or a plain name): display name without ANSI codes, its colour, and the payloads that mean
+    something outside tinygrad."""
 
     name: str
     color: str | None = None
-    keys: tuple = ()
-    ret: Any = None
-    tb: tuple | None = None  # ((file, line, function, code), ...)
+    keys: tuple[str | bytes, ...] = ()  # links to rewrite contexts: names and program keys
+    ret: int | str | None = None  # a copy's byte count, or metadata text
+    tb: tuple[tuple[str, int, str, str], ...] | None = None  # Python traceback: (file, line, function, code), ...
     cat: str | None = None
 
 
@@ -69,7 +74,7 @@ class Exec:
     bufs: list
     inputs: tuple
     outputs: tuple
-    metadata: tuple = ()
+    metadata: tuple[str, ...] = ()  # names of the Tensor calls that led to the launch
 
 
 @dataclass(slots=True)
@@ -127,7 +132,7 @@ class Capture:
 
     kind: str
     device: str
-    kern: Any
+    kern: int | str | None  # the program's tag (0.13+) or name (0.12)
     blob: bytes
     exec_tag: Any = None
     se: int | None = None
@@ -149,10 +154,31 @@ class Profile:
     captures: list[Capture] = field(default_factory=list)
     unknown: dict[str, int] = field(default_factory=dict)  # classes we do not read, with counts
 
+    def memory(self) -> dict[str, tuple[list[int], list[int]]]:
+        """Per device with allocations or frees: (times, live buffer bytes after each), in time order. An alloc adds
+        its bytes, a free takes away what its buffer's alloc added; the maximum is the device's memory peak."""
+        out: dict[str, tuple[list[int], list[int]]] = {}
+        live: dict[str, dict[Any, int]] = {}
+        for pt in sorted((pt for pt in self.points if pt.kind in ("alloc", "free")), key=lambda pt: pt.ts):
+            ts, totals = out.setdefault(pt.device, ([], []))
+            bufs = live.setdefault(pt.device, {})
+            total = totals[-1] if totals else 0
+            if pt.kind == "alloc" and isinstance(pt.arg, Alloc):
+                bufs[pt.key] = pt.arg.nbytes
+                total += pt.arg.nbytes
+            else:
+                total -= bufs.pop(pt.key, 0)
+            ts.append(pt.ts)
+            totals.append(total)
+        return out
+
 
 @dataclass(slots=True)
 class UOpRec:
-    """One node of the UOp table: op number and name (from the release's table), dtype text, source ids."""
+    """One node of the UOp table: op number and name (from the release's table), dtype text, source ids.
+
+    `arg` and `tag` are kept as read (plain values or the unpickler's inert stand-ins): only the tinygrad readers
+    interpret them (replay, estimates). Writers see nodes through step graphs (StepNodes), never these."""
 
     op: int
     op_name: str
@@ -191,7 +217,98 @@ class Context:
 
 @dataclass
 class RewriteLog:
+    """A rewrites trace as read: the input of replay (tinygrad.replay.step_graphs), which writers draw from."""
+
     path: str
     release: Release
     contexts: list[Context]
     uops: dict[int, UOpRec]
+
+
+# ---- step graphs: each rewrite replayed, one graph per match (made by a reader, drawn by graphs/ and site/) ------
+
+class StepNodes(Protocol):
+    """The nodes of the step graphs of one replay session. A node is an int indexing `op` and `src`; equal nodes are
+    one node, so the graphs of consecutive steps share most of theirs. How a node looks is the reader's to say (as
+    the release's own viewer shows it); how graphs are laid out is the writers'."""
+
+    op: list[str]
+    src: list[tuple[int, ...]]
+
+    def label(self, n: int) -> str:
+        """The text of n's box: op name, argument lines, dtype, tag, one per line."""
+
+    def fill(self, n: int) -> str:
+        """The fill colour of n's box (#rrggbb)."""
+
+    def foldable(self, n: int) -> bool:
+        """Whether n is shown as a line inside its users' boxes rather than as a box of its own (constants)."""
+
+    def folded(self, n: int) -> tuple[str, str]:
+        """(op, argument text) that a folded node shows in its user's box."""
+
+    def text(self, n: int) -> str:
+        """n on one line (op, dtype, argument, tag), for text dumps and diffs."""
+
+
+@dataclass
+class GraphStep:
+    """The graph after `index` matches (0: the input graph) of one rewrite."""
+
+    index: int
+    match: int | None = None  # index into Rewrite.matches (None for the input graph)
+    sink: int | None = None  # root of the graph (None: not replayed)
+    before: int | None = None  # the matched node (u0)
+    after: int | None = None  # its replacement (u1)
+    created: frozenset[int] = frozenset()  # nodes of u1 that are new in this graph
+    rebuilt: frozenset[int] = frozenset()  # other new nodes (users rebuilt around the replacement)
+    size: int = 0  # nodes in the graph
+    error: str | None = None
+
+
+@dataclass
+class RewriteSteps:
+    """One rewrite replayed: its graph before the first match and after each match."""
+
+    rewrite: Rewrite
+    steps: list[GraphStep] = field(default_factory=list)
+
+    @property
+    def final(self) -> int | None:
+        """Root of the last replayed graph (None if not even the input could be rebuilt)."""
+        return next((s.sink for s in reversed(self.steps) if s.sink is not None), None)
+
+
+class ReplaySession(Protocol):
+    """Rewrites replayed into one set of nodes (share a session within a context: chained rewrites share nodes)."""
+
+    nodes: StepNodes
+
+    def replay(self, rw: Rewrite) -> RewriteSteps: ...
+
+
+@dataclass
+class StepGraphs:
+    """The rewrite contexts of a trace and, replayed on demand, the graphs of their steps."""
+
+    path: str
+    release: Release
+    contexts: list[Context]
+    session: Callable[[], ReplaySession]  # a new replay session; cheap until used, so one per context or part
+
+
+def to_json(x: Any) -> Any:
+    """A record as JSON-ready values: dataclasses become dicts in field order (OPTIONAL fields left out while
+    None), tuples become lists."""
+    if is_dataclass(x) and not isinstance(x, type):
+        out = {}
+        for f in fields(x):
+            v = getattr(x, f.name)
+            if v is not None or not f.metadata.get("optional"):
+                out[f.name] = to_json(v)
+        return out
+    if isinstance(x, dict):
+        return {k: to_json(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [to_json(v) for v in x]
+    return x

@@ -8,9 +8,33 @@ from __future__ import annotations
 
 from array import array
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
 import numpy as np
+
+
+class Role(str, Enum):
+    """What a track is, so that writers and analyses never guess it from names."""
+
+    HOST = "host"  # a host root (compiler, Tensor API, GC) or one of its slice tracks: Python-side spans
+    DEVICE = "device"  # a device's root group
+    QUEUE = "queue"  # work a device's own queue ran (kernels; copies where the device does them itself)
+    COPY = "copy"  # a copy engine's work
+    GRAPH = "graph"  # JIT graph batches (each entry is also on its own queue track)
+    MEMORY = "memory"  # live buffer bytes (a counter)
+    MARKERS = "markers"  # user markers (instants)
+    SQTT = "sqtt"  # an AMD thread trace: launch groups, shader units, waves, their counters
+
+
+# Slice arguments with a meaning beyond display: readers set them, analyses rely on them. Every other argument is
+# shown as it is.
+ARG_PROGRAM = "profile_key"  # the launched program (hex key)
+ARG_GFLOPS = "GFLOPS"  # achieved, from the program's compile-time estimate
+ARG_GBS_MEM = "GB/s mem"
+ARG_GBS_LDS = "GB/s lds"
+ARG_BYTES = "bytes"  # bytes a copy moved
+ARG_GBS = "GB/s"  # a copy's bandwidth
 
 
 @dataclass(eq=False)
@@ -20,6 +44,7 @@ class Track:
     parent: int  # uuid of the parent track, 0 for a root
     rank: int  # order among siblings (explicit ordering)
     kind: str  # "group" | "slice" | "counter"
+    role: Role
     description: str = ""
     unit: str = ""  # counters: "bytes", "count", ...
     ts: array = field(default_factory=lambda: array("q"))  # ns, host clock
@@ -49,11 +74,11 @@ class Timeline:
             self.strings.append(s)
         return i
 
-    def add_track(self, name: str, parent: Track | None, kind: str, **kw: Any) -> Track:
+    def add_track(self, name: str, parent: Track | None, kind: str, role: Role, **kw: Any) -> Track:
         """A new track, shown after its existing siblings."""
         pid = parent.uuid if parent is not None else 0
         self._n_children[pid] = rank = self._n_children.get(pid, 0) + 1
-        t = Track(len(self.tracks) + 1, name, pid, rank, kind, **kw)
+        t = Track(len(self.tracks) + 1, name, pid, rank, kind, role, **kw)
         self.tracks.append(t)
         return t
 

@@ -1,10 +1,9 @@
-"""Rewrite traces → replayed step graphs → DOT → SVG step sequences with a manifest.
+"""Step graphs (records.StepGraphs) → DOT → SVG step sequences with a manifest: a writer.
 
-`render_rewrites(log, outdir, …)` is the entry point; `replay` rebuilds graphs with tinygrad's semantics, `dot`
-writes Graphviz text, `render` runs Graphviz, `diff` prints the text diff of a match.
+`render_rewrites(graphs, outdir, …)` is the entry point; `dot` writes Graphviz text, `render` runs Graphviz, `diff`
+prints the text diff of a match, `manifest` is the typed manifest.json.
 """
 from .export import render_rewrites
 from .render import DotMissing
-from .replay import Nodes, Replay, Replayer, ReplayError, Step, semantics
 
-__all__ = ["DotMissing", "Nodes", "Replay", "ReplayError", "Replayer", "Step", "render_rewrites", "semantics"]
+__all__ = ["DotMissing", "render_rewrites"]

@@ -1,19 +1,18 @@
-"""A small UOp pretty-printer and the unified diff of a match (the matched subgraph vs its replacement).
+"""A small graph pretty-printer and the unified diff of a match (the matched subgraph vs its replacement).
 
-Each line is one node, indented under its user: `OP dtype arg`; a node printed before is shown as `^<k>` (a back
-reference to the line that printed it), so shared subgraphs print once. Output is capped in lines.
+Each line is one node (StepNodes.text: `OP dtype arg`), indented under its user; a node printed before is shown as
+`^<k>` (a back reference to the line that printed it), so shared subgraphs print once. Output is capped in lines.
 """
 from __future__ import annotations
 
 import difflib
 
-from .args import ArgText
-from .replay import Nodes
+from ..records import StepNodes
 
 MAX_LINES = 80
 
 
-def pretty(nodes: Nodes, root: int, text: ArgText, max_lines: int = MAX_LINES) -> list[str]:
+def pretty(nodes: StepNodes, root: int, max_lines: int = MAX_LINES) -> list[str]:
     """Lines describing the graph under `root`, sources indented below their user."""
     lines: list[str] = []
     printed: dict[int, int] = {}
@@ -28,25 +27,17 @@ def pretty(nodes: Nodes, root: int, text: ArgText, max_lines: int = MAX_LINES) -
             lines.append(f"{pad}… (more not shown)")
             break
         printed[n] = len(lines)
-        parts = [nodes.op[n]]
-        if nodes.dtype[n] != "void":
-            parts.append(nodes.dtype[n])
-        if nodes.arg[n] is not None:
-            parts.append(text.short(nodes.arg[n]).replace("\n", " ")[:80])
-        if nodes.tag[n] is not None:
-            parts.append(f"tag={text.short(nodes.tag[n], 1)}")
-        lines.append(f"{pad}{' '.join(parts)}")
+        lines.append(f"{pad}{nodes.text(n)}")
         srcs = nodes.src[n]
         stack.extend((s, depth + 1, f"{i}: " if len(srcs) > 1 else "") for i, s in reversed(list(enumerate(srcs))))
     return lines
 
 
-def match_diff(nodes: Nodes, before: int, after: int, text: ArgText,
-               cache: dict[int, list[str]] | None = None) -> list[str]:
+def match_diff(nodes: StepNodes, before: int, after: int, cache: dict[int, list[str]] | None = None) -> list[str]:
     """Unified diff of the matched node's subgraph and its replacement's (without trailing newlines). `cache`:
     printed subgraphs by node, kept by the caller across the matches of one replay session."""
     cache = {} if cache is None else cache
     for n in (before, after):
         if n not in cache:
-            cache[n] = pretty(nodes, n, text)
+            cache[n] = pretty(nodes, n)
     return list(difflib.unified_diff(cache[before], cache[after], "before", "after", lineterm=""))

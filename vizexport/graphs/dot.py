@@ -1,9 +1,9 @@
 """One replayed step → deterministic Graphviz DOT text.
 
-One box per UOp: op name, shortened argument, dtype, and the constants it uses folded in as "CONST<i> <value>"
-lines (as tinygrad's viewer does); filled by op family. Nodes the match created are drawn thick and carry the SVG
-class "created"; other new nodes (users rebuilt around the replacement) are dashed, class "rebuilt"; the node the
-match replaced appears as a grey dashed "replaced" box pointing at its replacement. Edges run from a source to its
+One box per node with the text and fill the reader gives it (records.StepNodes); nodes the reader folds (constants)
+become lines of their users' boxes, unless the step created them. Nodes the match created are drawn thick and carry
+the SVG class "created"; other new nodes (users rebuilt around the replacement) are dashed, class "rebuilt"; the node
+the match replaced appears as a grey dashed "replaced" box pointing at its replacement. Edges run from a source to its
 user and are labelled with the source's position when the user has several. Graphs above `max_nodes` show the
 neighbourhood of the change with a note saying so.
 
@@ -16,35 +16,11 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from ..records import RewriteLog
-from .args import ArgText
-from .replay import ERROR_OP, Nodes, Step
+from ..records import GraphStep, StepNodes
+from ..walks import post_order
 
 HIGHLIGHT = "#d6336c"
-FOLDED = frozenset({"CONST"})
-BROADCAST = frozenset({"RESHAPE", "EXPAND"})
-_FAMILIES: dict[str, tuple[str, ...]] = {
-    "#ffffc0": ("ADD", "SUB", "MUL", "FDIV", "IDIV", "CDIV", "FLOORDIV", "FLOORMOD", "MOD", "CMOD", "MAX", "MIN",
-                "NEG", "EXP2", "LOG2", "SIN", "SQRT", "RECIPROCAL", "TRUNC", "POW", "CMPLT", "CMPNE", "CMPEQ", "XOR",
-                "OR", "AND", "SHL", "SHR", "WHERE", "MULACC", "THREEFRY", "CAST", "BITCAST", "GEP", "VECTORIZE"),
-    "#D8F9E4": ("RESHAPE", "PERMUTE", "EXPAND", "PAD", "SHRINK", "FLIP", "VIEW", "STACK", "UNROLL", "CONTRACT",
-                "MSTACK", "MSELECT"),
-    "#e0e0e0": ("CONST", "VCONST", "DEFINE_VAR", "BIND", "UNIQUE", "LUNIQUE", "DEVICE"),
-    "#ffc0c0": ("LOAD",),
-    "#87CEEB": ("STORE", "ASSIGN"),
-    "#CEF9B7": ("INDEX", "GETADDR"),
-    "#B0BDFF": ("BUFFER", "PARAM", "DEFINE_GLOBAL", "DEFINE_LOCAL", "DEFINE_REG", "DEFINE_ACC", "BUFFER_VIEW",
-                "BUFFERIZE", "STAGE"),
-    "#c8a0e0": ("RANGE", "END", "ENDRANGE", "SPECIAL", "IF", "ENDIF", "BARRIER", "AFTER", "GROUP", "BLOCK",
-                "BLOCKSTART", "BLOCKEND", "BLOCKFORK", "BLOCKFINAL"),
-    "#FF8A8A": ("REDUCE", "REDUCE_AXIS", "ALLREDUCE", "WMMA"),
-    "#7fd6df": ("CALL", "FUNCTION", "KERNEL", "CUSTOM_FUNCTION", "LINEAR", "INS", "CUSTOM", "CUSTOMI"),
-    "#d0d0d0": ("PROGRAM", "SOURCE", "BINARY", "NAME"),
-    "#e0a0e0": ("COPY", "CONTIGUOUS", "CONTIGUOUS_BACKWARD", "DETACH", "UNSHARD"),
-    "#ffffff": ("SINK", "NOOP"),
-}
-COLORS = {op: color for color, ops in _FAMILIES.items() for op in ops}
-DARK = {ERROR_OP: "#1a1b26"}
+DARK_BELOW = 0.35  # fills darker than this (relative luminance) get white text
 # layout effort bounded and straight edges: tinygrad's kernel graphs have long edges (ranges, buffers used all over),
 # which with Graphviz's defaults take minutes to lay out. nslimit=0 skips the network simplex that straightens node
 # x positions: it can take seconds on such graphs and changes little; mclimit bounds crossing minimisation; newrank
@@ -78,81 +54,47 @@ class Drawn:
     ids: dict[int, str] = field(default_factory=dict)  # node → DOT/SVG id
 
 
-class Labels:
-    """Node labels of one replay session, cached per node."""
-
-    def __init__(self, log: RewriteLog, nodes: Nodes) -> None:
-        self.nodes = nodes
-        self.text = ArgText(log.release.name, lambda t: log.uops[t].op_name if t in log.uops else "?")
-        self._head: dict[int, str] = {}
-
-    def head(self, n: int) -> str:
-        """Op, argument and dtype lines of node n."""
-        hit = self._head.get(n)
-        if hit is None:
-            nodes = self.nodes
-            arg = self.text.lines(nodes.arg[n])
-            lines = [nodes.op[n], *(arg if arg != [nodes.dtype[n]] else ())]  # CAST's arg is its dtype
-            if nodes.dtype[n] != "void":
-                lines.append(nodes.dtype[n])
-            if nodes.tag[n] is not None:
-                lines.append(f"tag {self.text.short(nodes.tag[n], 1)}")
-            hit = self._head[n] = "\n".join(lines)
-        return hit
-
-    def folded_line(self, idx: int, n: int) -> str:
-        nodes = self.nodes
-        while nodes.op[n] in BROADCAST and nodes.src[n]:
-            n = nodes.src[n][0]
-        return f"{nodes.op[n]}{idx} {self.text.short(nodes.arg[n], 1)}"
+def is_dark(fill: str) -> bool:
+    r, g, b = (int(fill[i:i + 2], 16) / 255 for i in (1, 3, 5))
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b < DARK_BELOW
 
 
 class Drawer:
     """Builds the DOT of steps of one replay session."""
 
-    def __init__(self, labels: Labels, max_nodes: int) -> None:
-        self.labels = labels
-        self.nodes = labels.nodes
+    def __init__(self, nodes: StepNodes, max_nodes: int) -> None:
+        self.nodes = nodes
         self.max_nodes = max_nodes
-        self._foldable: dict[int, bool] = {}
         self._plain: dict[int, str] = {}  # attributes of nodes drawn without any highlight
         self._ports: dict[int, list[tuple[int, str, str]]] = {}  # node → its in-edges' attributes (see _in_edges)
 
     def folds(self, n: int, root: int, keep: frozenset[int], new: frozenset[int]) -> bool:
-        """Whether node n is folded into its users' labels (constants, and broadcasts of them). `new`: the step's
+        """Whether node n is folded into its users' labels (what the reader folds, e.g. constants). `new`: the step's
         new nodes (nodes built on created ones are new: an old node needs no look below it)."""
-        if n == root or not self.foldable(n):
+        if n == root or not self.nodes.foldable(n):
             return False
         # a constant the match created (or built on something it created) is drawn, to be highlighted
-        return not keep or n not in new or keep.isdisjoint(self.nodes.toposort(n))
+        return not keep or n not in new or keep.isdisjoint(self.toposort(n))
 
-    def foldable(self, n: int) -> bool:
-        hit = self._foldable.get(n)
-        if hit is None:
-            nodes = self.nodes
-            op, src = nodes.op[n], nodes.src[n]
-            hit = op in FOLDED or (op == "STACK" and not src) or (op in BROADCAST and bool(src) and
-                                                                  self.foldable(src[0]))
-            self._foldable[n] = hit
-        return hit
+    def toposort(self, root: int) -> list[int]:
+        return post_order(root, self.nodes.src.__getitem__)
 
     def visible(self, root: int, keep: frozenset[int], new: frozenset[int]) -> list[int]:
         """Drawn nodes, sources first: everything under root except folded nodes and what only they use."""
-        order = self.nodes.toposort(root)
+        order = self.toposort(root)
         src = self.nodes.src
-        foldable = self._foldable
         shown = {root}
         drawn = []
         for n in reversed(order):  # users before sources
             if n in shown:
-                if foldable.get(n, True) and self.folds(n, root, keep, new):
+                if self.folds(n, root, keep, new):
                     continue
                 shown.update(src[n])
                 drawn.append(n)
         drawn.reverse()
         return drawn
 
-    def draw(self, step: Step, focus_hint: int | None = None) -> Drawn:
+    def draw(self, step: GraphStep, focus_hint: int | None = None) -> Drawn:
         assert step.sink is not None
         root, keep = step.sink, step.created
         new = step.created | step.rebuilt
@@ -175,7 +117,7 @@ class Drawer:
         out.append("}\n")
         return Drawn("".join(out), len(order), total, capped, ids)
 
-    def _node(self, n: int, nid: str, step: Step, root: int, keep: frozenset[int], hidden: int,
+    def _node(self, n: int, nid: str, step: GraphStep, root: int, keep: frozenset[int], hidden: int,
               new: frozenset[int]) -> str:
         if not hidden and n != root and n not in new:  # an old node: its sources are old too, none is in keep
             body = self._plain.get(n)
@@ -195,18 +137,21 @@ class Drawer:
 
     def _body(self, n: int, root: int, keep: frozenset[int], hidden: int, new: frozenset[int]) -> str:
         """Label and fill of node n."""
-        nodes, labels = self.nodes, self.labels
-        label = labels.head(n)
-        folded = [labels.folded_line(i, s) for i, s in enumerate(nodes.src[n]) if self.folds(s, root, keep, new)]
+        nodes = self.nodes
+        label = nodes.label(n)
+        folded = []
+        for i, s in enumerate(nodes.src[n]):
+            if self.folds(s, root, keep, new):
+                op, text = nodes.folded(s)
+                folded.append(f"{op}{i} {text}")
         if folded:
             label += "\n" + "\n".join(folded)
         if hidden:
             label += f"\n(+{hidden} not shown)"
-        op = nodes.op[n]
-        if op in DARK:
-            return f'label={quote(label)}, fillcolor="{DARK[op]}", fontcolor="white"'
-        fill = f'fillcolor="{COLORS.get(op, "#ffffff")}"'
-        return f"label={quote(label)}, {fill}"
+        fill = nodes.fill(n)
+        if is_dark(fill):
+            return f'label={quote(label)}, fillcolor="{fill}", fontcolor="white"'
+        return f'label={quote(label)}, fillcolor="{fill}"'
 
     def _edges(self, order: list[int], ids: dict[int, str], new: frozenset[int]) -> Iterable[str]:
         """An edge from each drawn source to its user, labelled with the source's positions if it has several."""
@@ -232,7 +177,7 @@ class Drawer:
             self._ports[n] = hit
         return hit
 
-    def _ghost(self, step: Step, ids: dict[int, str]) -> str:
+    def _ghost(self, step: GraphStep, ids: dict[int, str]) -> str:
         """The replaced node, drawn apart, pointing at its replacement (if the replacement is drawn and it is gone).
 
         The edge's text is a tail label: a plain edge label would make dot lay out every rank twice (a fifth more
@@ -240,12 +185,12 @@ class Drawer:
         u0, u1 = step.before, step.after
         if u0 is None or u1 is None or u0 in ids or u1 not in ids:
             return ""
-        label = "replaced:\n" + self.labels.head(u0).split("\n", 1)[0]
+        label = "replaced:\n" + self.nodes.op[u0]
         return (f'replaced [id="replaced", class="replaced", label={quote(label)}, style="dashed", '
                 f'color="#909090", fontcolor="#606060", fillcolor="white"];\n'
                 f'replaced -> {ids[u1]} [style=dashed, color="#909090", taillabel="replaced by"];\n')
 
-    def _focus(self, step: Step, order: list[int], hint: int | None) -> list[int]:
+    def _focus(self, step: GraphStep, order: list[int], hint: int | None) -> list[int]:
         """Where the change is: new nodes, else the replacement, else the hint (next match), else the root."""
         inside = set(order)
         focus = [n for n in order if n in step.created or n in step.rebuilt]

@@ -8,7 +8,6 @@ running its own `dot`; identical graphs are laid out once across all of them.
 from __future__ import annotations
 
 import hashlib
-import json
 import multiprocessing
 import os
 import re
@@ -19,30 +18,36 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..output import Progress
-from ..pickles import InputError, gc_paused
-from ..records import Match, Rewrite, RewriteLog
+from .. import __version__
+from ..errors import InputError
+from ..gcpause import gc_paused
+from ..output import Progress, remove_leftovers, slug, write_atomic
+from ..records import GraphStep, Match, Rewrite, RewriteSteps, StepGraphs, StepNodes
 from .diff import match_diff
-from .dot import Drawer, Drawn, Labels
-from .render import (
-    captioned,
-    check_dot,
-    remove_leftovers,
-    render_batch,
-    use_builtin_metrics,
-    write_atomic,
+from .dot import Drawer, Drawn
+from .manifest import (
+    ContextEntry,
+    Location,
+    Manifest,
+    Options,
+    ReleaseEntry,
+    RenderStats,
+    RewriteEntry,
+    StepEntry,
+    Summary,
+    short_path,
+    write_manifest,
 )
-from .replay import Nodes, Replay, Replayer, Step
+from .render import captioned, check_dot, render_batch, use_builtin_metrics
 
 STEP_LIMIT = 50  # rewrites with at most this many matches get every step by default
 POLICIES = ("default", "ends", "all")
 BATCH_NODES = 1200  # graphs are laid out several to one dot process, up to this many nodes in all
 BATCH_SIZE = 32
-MANIFEST = "manifest.json"
 
 
 @dataclass(frozen=True)
-class Options:
+class Settings:
     steps: str  # one of POLICIES
     max_nodes: int
     timeout: float
@@ -63,10 +68,10 @@ class Task:
         return sum(self.costs)
 
 
-def render_rewrites(log: RewriteLog, outdir: Path | str, ctx: str | None = None, rewrite: str | None = None,
+def render_rewrites(graphs: StepGraphs, outdir: Path | str, ctx: str | None = None, rewrite: str | None = None,
                     all_steps: bool = False, max_nodes: int = 400, jobs: int | None = None,
                     timeout: float = 30.0, progress: Progress | None = None,
-                    steps: str = "default", shared: bool = False) -> dict:
+                    steps: str = "default", shared: bool = False) -> Manifest:
     """Render the steps of a rewrites trace as SVGs under `outdir`; return the manifest (also written to
     outdir/manifest.json).
 
@@ -85,35 +90,25 @@ def render_rewrites(log: RewriteLog, outdir: Path | str, ctx: str | None = None,
         raise ValueError("max_nodes and timeout must be positive")
     if steps not in POLICIES:
         raise ValueError(f"steps must be one of {', '.join(POLICIES)}, not {steps!r}")
-    opts = Options("all" if all_steps else steps, max_nodes, timeout, shared)
-    tasks, slugs = _select(log, ctx, rewrite, opts.steps)
+    opts = Settings("all" if all_steps else steps, max_nodes, timeout, shared)
+    tasks = _select(graphs, ctx, rewrite, opts.steps)
     check_dot()
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
-    (out / MANIFEST).unlink(missing_ok=True)  # present again only once this run completes
+    (out / "manifest.json").unlink(missing_ok=True)  # present again only once this run completes
     with tempfile.TemporaryDirectory(prefix="vizexport-graphs-") as cache:
         use_builtin_metrics(Path(cache) / "gvbin")
         try:
-            results = _run_tasks(log, tasks, out, Path(cache), opts, jobs, progress)
+            results = _run_tasks(graphs, tasks, out, Path(cache), opts, jobs, progress)
         except BaseException:
             remove_leftovers(out)
             raise
-    manifest = _manifest(log, tasks, slugs, results, opts, {"ctx": ctx, "rewrite": rewrite})
+    manifest = _manifest(graphs, tasks, results, opts, ctx, rewrite)
     write_manifest(out, manifest)
     return manifest
 
 
-def write_manifest(folder: Path, manifest: dict) -> None:
-    """folder/manifest.json, compact (a training step's manifest lists tens of thousands of steps)."""
-    write_atomic(folder / MANIFEST, (json.dumps(manifest, ensure_ascii=False, separators=(",", ":")) + "\n").encode())
-
-
 # ---- selection and naming ----
-
-def slug(name: str) -> str:
-    s = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.")
-    return s[:48].rstrip("-.") or "unnamed"
-
 
 def unique_slugs(names: list[str]) -> list[str]:
     """Slugs, made unique (ignoring case, for case-insensitive file systems) with -2, -3, … suffixes."""
@@ -139,23 +134,21 @@ def _regex(pattern: str | None, what: str) -> re.Pattern | None:
         raise InputError(f"bad {what} regular expression {pattern!r}: {e}") from None
 
 
-def _select(log: Any, ctx: str | None, rewrite: str | None, steps: str) -> tuple[list[Task], list[str]]:
-    if not isinstance(log, RewriteLog):
-        raise InputError(f"{getattr(log, 'path', log)}: not a rewrites trace (a profile? graphs need rewrites.pkl)")
-    if not any(c.rewrites for c in log.contexts):
-        raise InputError(f"{log.path}: empty rewrites trace (no graph rewrites recorded)")
+def _select(graphs: StepGraphs, ctx: str | None, rewrite: str | None, steps: str) -> list[Task]:
+    if not any(c.rewrites for c in graphs.contexts):
+        raise InputError(f"{graphs.path}: empty rewrites trace (no graph rewrites recorded)")
     cre, rre = _regex(ctx, "--ctx"), _regex(rewrite, "--rewrite")
-    slugs = unique_slugs([c.key.name for c in log.contexts])
+    slugs = unique_slugs([c.key.name for c in graphs.contexts])
     tasks = []
-    for ci, c in enumerate(log.contexts):
+    for ci, c in enumerate(graphs.contexts):
         if cre is not None and not cre.search(c.key.name):
             continue
         chosen = tuple(ri for ri, rw in enumerate(c.rewrites) if rre is None or rre.search(rw.name))
         if chosen or rre is None:  # a context without rewrites is listed too, unless rewrites were selected
             tasks.append(Task(ci, chosen, slugs[ci], tuple(_cost(c.rewrites[ri], steps) for ri in chosen)))
     if not any(t.rewrites for t in tasks):
-        raise InputError(f"{log.path}: no rewrite matches the selection (ctx={ctx!r}, rewrite={rewrite!r})")
-    return tasks, slugs
+        raise InputError(f"{graphs.path}: no rewrite matches the selection (ctx={ctx!r}, rewrite={rewrite!r})")
+    return tasks
 
 
 def _cost(rw: Rewrite, steps: str) -> int:
@@ -182,7 +175,7 @@ def _split(tasks: list[Task], jobs: int) -> list[Task]:
 
 # ---- running contexts, in this process or in a pool ----
 
-_STATE: dict[str, Any] = {}  # what forked workers inherit: the log, output folder, cache folder, options
+_STATE: dict[str, Any] = {}  # what forked workers inherit: the step graphs, output folder, cache folder, options
 
 
 def default_jobs() -> int:
@@ -191,10 +184,19 @@ def default_jobs() -> int:
     return len(affinity(0)) if affinity else (os.cpu_count() or 1)
 
 
-def _run_tasks(log: RewriteLog, tasks: list[Task], out: Path, cache: Path, opts: Options, jobs: int | None,
-               progress: Progress | None) -> dict[int, dict]:
-    """Run every task; return one manifest entry per context (parts of split contexts joined in order)."""
-    _STATE.update(log=log, out=out, cache=cache, opts=opts)
+@dataclass
+class Part:
+    """What a task renders: its context's manifest entry (or a part of it), counts, and the work it was."""
+
+    entry: ContextEntry
+    stats: RenderStats
+    cost: int
+
+
+def _run_tasks(graphs: StepGraphs, tasks: list[Task], out: Path, cache: Path, opts: Settings, jobs: int | None,
+               progress: Progress | None) -> dict[int, Part]:
+    """Run every task; return one Part per context (parts of split contexts joined in order)."""
+    _STATE.update(graphs=graphs, out=out, cache=cache, opts=opts)
     jobs = max(1, jobs if jobs is not None else default_jobs())
     order = sorted(_split(tasks, jobs), key=lambda t: -t.cost)  # biggest first: better balance
     total = sum(t.cost for t in order)
@@ -212,27 +214,26 @@ def _run_tasks(log: RewriteLog, tasks: list[Task], out: Path, cache: Path, opts:
         pool.join()
 
 
-def _reporting(parts: Iterable[dict], total: int, progress: Progress | None) -> Iterator[dict]:
+def _reporting(parts: Iterable[Part], total: int, progress: Progress | None) -> Iterator[Part]:
     done = 0
     for p in parts:
-        done += p["_cost"]
+        done += p.cost
         if progress is not None:
             progress(done, total)
         yield p
 
 
-def _join(parts: Iterable[dict]) -> dict[int, dict]:
-    out: dict[int, dict] = {}
+def _join(parts: Iterable[Part]) -> dict[int, Part]:
+    out: dict[int, Part] = {}
     for p in parts:
-        c = out.get(p["index"])
+        c = out.get(p.entry.index)
         if c is None:
-            out[p["index"]] = p
+            out[p.entry.index] = p
             continue
-        c["rewrites"] += p["rewrites"]
-        for k, v in p["_stats"].items():
-            c["_stats"][k] += v
+        c.entry.rewrites += p.entry.rewrites
+        c.stats.add(p.stats)
     for c in out.values():
-        c["rewrites"].sort(key=lambda r: r["index"])
+        c.entry.rewrites.sort(key=lambda r: r.index)
     return out
 
 
@@ -245,44 +246,41 @@ def _exit(signum: int, frame: Any) -> None:
     raise SystemExit(1)
 
 
-def render_context(task: Task) -> dict:
-    """Replay and render the selected rewrites of one context; return its manifest entry (with "_stats")."""
+def render_context(task: Task) -> Part:
+    """Replay and render the selected rewrites of one context; return its manifest entry."""
     # a replay makes millions of tuples and no reference cycles: the cyclic collector would only scan them again
     # and again (and, in a forked worker, copy the pages of the log it inherited)
     with gc_paused():
         return _render_context(task)
 
 
-def _render_context(task: Task) -> dict:
-    log: RewriteLog = _STATE["log"]
-    opts: Options = _STATE["opts"]
-    c = log.contexts[task.ctx]
-    nodes = Nodes(log)
-    job = _ContextJob(log, task, nodes, opts, SvgWriter(_STATE["out"], _STATE["cache"], opts.timeout, opts.shared))
-    replayer = Replayer(nodes)
-    entries = [job.rewrite(ri, c.rewrites[ri], replayer.replay(c.rewrites[ri])) for ri in task.rewrites]
+def _render_context(task: Task) -> Part:
+    graphs: StepGraphs = _STATE["graphs"]
+    opts: Settings = _STATE["opts"]
+    c = graphs.contexts[task.ctx]
+    session = graphs.session()
+    job = _ContextJob(graphs, task, session.nodes, opts,
+                      SvgWriter(_STATE["out"], _STATE["cache"], opts.timeout, opts.shared))
+    entries = [job.rewrite(ri, c.rewrites[ri], session.replay(c.rewrites[ri])) for ri in task.rewrites]
     job.svgs.flush()
-    return {"index": task.ctx, "name": c.key.name, "color": c.key.color, "path": task.folder, "rewrites": entries,
-            "_stats": job.stats(), "_cost": task.cost}
+    return Part(ContextEntry(task.ctx, c.key.name, c.key.color, task.folder, entries), job.stats(), task.cost)
 
 
 class _ContextJob:
-    def __init__(self, log: RewriteLog, task: Task, nodes: Nodes, opts: Options, svgs: SvgWriter) -> None:
-        self.log, self.task, self.opts, self.svgs = log, task, opts, svgs
-        self.labels = Labels(log, nodes)
-        self.drawer = Drawer(self.labels, opts.max_nodes)
+    def __init__(self, graphs: StepGraphs, task: Task, nodes: StepNodes, opts: Settings, svgs: SvgWriter) -> None:
+        self.graphs, self.task, self.opts, self.svgs = graphs, task, opts, svgs
+        self.drawer = Drawer(nodes, opts.max_nodes)
         self.nodes = nodes
         self.replay_errors = 0
         self.capped = 0
         self.printed: dict[int, list[str]] = {}  # subgraphs printed for diffs, by node
 
-    def rewrite(self, ri: int, rw: Rewrite, rep: Replay) -> dict:
+    def rewrite(self, ri: int, rw: Rewrite, rep: RewriteSteps) -> RewriteEntry:
         folder = f"{self.task.folder}/{ri:03d}-{slug(rw.name)}"
         chosen = policy(rep.steps, self.opts.steps)
         real = [m for m in rw.matches if m.after is not None]
-        entry = {"index": ri, "name": rw.name, "depth": rw.depth, "bottom_up": rw.bottom_up, "walk": rw.walk,
-                 "enter_calls": rw.enter_calls, "loc": location(rw.loc), "matches": len(real),
-                 "seconds": _seconds(sum(m.seconds or 0.0 for m in real)), "path": folder, "steps": []}
+        entry = RewriteEntry(ri, rw.name, rw.depth, rw.bottom_up, rw.walk, rw.enter_calls, Location.of(rw.loc),
+                             len(real), _seconds(sum(m.seconds or 0.0 for m in real)), folder)
         hint = rep.steps[1].before if len(rep.steps) > 1 else None
         for step in rep.steps:
             m = rw.matches[step.match] if step.match is not None else None
@@ -290,34 +288,35 @@ class _ContextJob:
             if step.index in chosen:
                 self.draw(step, m, e, f"{folder}/{step.index:04d}", self._caption(rw, ri, step, len(rep.steps) - 1),
                           hint if step.index == 0 else None)
-            entry["steps"].append(e)
+            entry.steps.append(e)
         return entry
 
-    def step_entry(self, step: Step, m: Match | None) -> dict:
-        e = {"index": step.index, "match": step.match, "pattern": location(m.loc) if m else None,
-             "seconds": _seconds(m.seconds) if m and m.seconds is not None else None,
-             "changed": len(step.created) + len(step.rebuilt) if step.sink is not None else None,
-             "created": len(step.created), "nodes": step.size if step.sink is not None else None, "svg": None}
+    def step_entry(self, step: GraphStep, m: Match | None) -> StepEntry:
+        replayed = step.sink is not None
+        e = StepEntry(step.index, step.match, Location.of(m.loc) if m else None,
+                      _seconds(m.seconds) if m and m.seconds is not None else None,
+                      len(step.created) + len(step.rebuilt) if replayed else None, len(step.created),
+                      step.size if replayed else None, error=step.error or None)
         if step.error:
-            e["error"] = step.error
             self.replay_errors += 1
         return e
 
-    def draw(self, step: Step, m: Match | None, e: dict, stem: str, caption: str, hint: int | None) -> None:
+    def draw(self, step: GraphStep, m: Match | None, e: StepEntry, stem: str, caption: str, hint: int | None
+             ) -> None:
         if step.sink is None:
             return
         drawn = self.drawer.draw(step, hint)
-        e.update(drawn=drawn.nodes, capped=drawn.capped)
+        e.drawn, e.capped = drawn.nodes, drawn.capped
         self.capped += drawn.capped
-        e["svg"] = self.svgs.add(drawn, stem + ".svg", caption, e)
+        e.svg = self.svgs.add(drawn, stem + ".svg", caption, e)
         if m is not None and step.before is not None and step.after is not None:
-            diff = match_diff(self.nodes, step.before, step.after, self.labels.text, self.printed)
+            diff = match_diff(self.nodes, step.before, step.after, self.printed)
             head = f"# {caption}\n"
             self.svgs.write_text(stem + ".diff", head + "\n".join(diff) + ("\n" if diff else ""))
-            e["diff"] = f"{stem}.diff"
+            e.diff = f"{stem}.diff"
 
-    def _caption(self, rw: Rewrite, ri: int, step: Step, last: int) -> str:
-        c = self.log.contexts[self.task.ctx]
+    def _caption(self, rw: Rewrite, ri: int, step: GraphStep, last: int) -> str:
+        c = self.graphs.contexts[self.task.ctx]
         parts = [c.key.name, f"{ri:03d} {rw.name}", f"step {step.index}/{last}"]
         m = rw.matches[step.match] if step.match is not None else None
         if m is not None and m.loc:
@@ -326,13 +325,12 @@ class _ContextJob:
             parts.append(f"{m.seconds * 1e6:.1f} µs")
         return " · ".join(parts)
 
-    def stats(self) -> dict:
+    def stats(self) -> RenderStats:
         s = self.svgs
-        return {"unique_graphs": s.renders, "capped": self.capped, "timeouts": s.timeouts,
-                "render_errors": s.errors, "replay_errors": self.replay_errors}
+        return RenderStats(s.renders, self.capped, s.timeouts, s.errors, self.replay_errors)
 
 
-def policy(steps: list[Step], mode: str) -> set[int]:
+def policy(steps: list[GraphStep], mode: str) -> set[int]:
     """Step indexes to render: all, or the first and last replayed states (plus, by default, every step of small
     rewrites)."""
     replayed = [s.index for s in steps if s.sink is not None]
@@ -341,17 +339,6 @@ def policy(steps: list[Step], mode: str) -> set[int]:
     if mode == "all" or (mode == "default" and len(steps) - 1 <= STEP_LIMIT):
         return set(replayed)
     return {replayed[0], replayed[-1]}
-
-
-def location(loc: tuple[str, int] | None) -> dict | None:
-    return None if loc is None else {"file": loc[0], "line": loc[1]}
-
-
-def short_path(path: str) -> str:
-    """tinygrad/… for tinygrad's own files (wherever they were installed), else the file name."""
-    p = path.replace("\\", "/")
-    i = p.rfind("/tinygrad/")
-    return p[i + 1:] if i >= 0 else p.rsplit("/", 1)[-1]
 
 
 def _seconds(s: float) -> float:
@@ -365,7 +352,7 @@ class _Pending:
     dot: str
     size: str
     nodes: int
-    dests: list[tuple[str, str, dict]] = field(default_factory=list)
+    dests: list[tuple[str, str, StepEntry]] = field(default_factory=list)
 
 
 class SvgWriter:
@@ -380,7 +367,7 @@ class SvgWriter:
         self.renders = self.timeouts = self.errors = 0
         self.dirs: set[str] = set()
 
-    def add(self, drawn: Drawn, rel: str, caption: str, entry: dict) -> str:
+    def add(self, drawn: Drawn, rel: str, caption: str, entry: StepEntry) -> str:
         """Queue a step's graph; return the path its SVG gets (relative to the output folder)."""
         key = hashlib.sha1(drawn.text.encode()).hexdigest()
         if self.shared:
@@ -418,17 +405,17 @@ class SvgWriter:
         """The cache file of a digest, in one of 256 folders: lookups in one folder of 20,000 files cost more."""
         return self.cache / key[:2] / key[2:]
 
-    def _emit(self, status: str, svg: bytes, dests: list[tuple[str, str, dict]]) -> None:
+    def _emit(self, status: str, svg: bytes, dests: list[tuple[str, str, StepEntry]]) -> None:
         for rel, caption, entry in dests:
             if rel not in self.written:
                 self._write(rel, captioned(svg, caption) if caption else svg)
                 if self.shared:
                     self.written.add(rel)
             if status == "t":
-                entry["timeout"] = True
+                entry.timeout = True
                 self.timeouts += 1
             elif status == "e":
-                entry["render_error"] = True
+                entry.render_error = True
                 self.errors += 1
 
     def write_text(self, rel: str, text: str) -> None:
@@ -445,23 +432,18 @@ class SvgWriter:
 
 # ---- manifest ----
 
-def _manifest(log: RewriteLog, tasks: list[Task], slugs: list[str], results: dict[int, dict], opts: Options,
-              selection: dict) -> dict:
-    from .. import __version__
-    contexts = [results[t.ctx] for t in tasks]
-    totals = {"unique_graphs": 0, "capped": 0, "timeouts": 0, "render_errors": 0, "replay_errors": 0}
-    for c in contexts:
-        c.pop("_cost")
-        for k, v in c.pop("_stats").items():
-            totals[k] += v
-    rewrites = [r for c in contexts for r in c["rewrites"]]
-    steps = [s for r in rewrites for s in r["steps"]]
-    totals["svg_files"] = len({s["svg"] for s in steps if s["svg"]})
-    summary = {"contexts": len(contexts), "rewrites": len(rewrites), "matches": sum(r["matches"] for r in rewrites),
-               "steps": len(steps), "rendered": sum(s["svg"] is not None for s in steps), **totals}
-    return {"vizexport": __version__, "source": log.path,
-            "tinygrad": {"release": log.release.name, "confidence": log.release.confidence},
-            "options": {**selection, "steps": opts.steps, "all_steps": opts.steps == "all", "max_nodes": opts.max_nodes,
-                        "timeout": opts.timeout, "step_limit": STEP_LIMIT},
-            "layout": "svg/<digest>.svg" if opts.shared else "<context>/<rewrite-index>-<rewrite>/<step:04d>.svg",
-            "summary": summary, "contexts": contexts}
+def _manifest(graphs: StepGraphs, tasks: list[Task], parts: dict[int, Part], opts: Settings, ctx: str | None,
+              rewrite: str | None) -> Manifest:
+    contexts = [parts[t.ctx].entry for t in tasks]
+    totals = RenderStats()
+    for t in tasks:
+        totals.add(parts[t.ctx].stats)
+    rewrites = [r for c in contexts for r in c.rewrites]
+    steps = [s for r in rewrites for s in r.steps]
+    summary = Summary(len(contexts), len(rewrites), sum(r.matches for r in rewrites), len(steps),
+                      sum(s.svg is not None for s in steps), totals.unique_graphs, totals.capped, totals.timeouts,
+                      totals.render_errors, totals.replay_errors, len({s.svg for s in steps if s.svg}))
+    options = Options(ctx, rewrite, opts.steps, opts.steps == "all", opts.max_nodes, opts.timeout, STEP_LIMIT)
+    layout = "svg/<digest>.svg" if opts.shared else "<context>/<rewrite-index>-<rewrite>/<step:04d>.svg"
+    return Manifest(__version__, graphs.path, ReleaseEntry(graphs.release.name, graphs.release.confidence), options,
+                    layout, summary, contexts)

@@ -1,8 +1,8 @@
-"""DOT → SVG with Graphviz `dot` (through the graphviz package), bounded in time, written atomically.
+"""DOT → SVG with Graphviz `dot` (through the graphviz package), bounded in time.
 
 Small graphs are laid out several to one `dot` process (starting dot costs more than laying out ten nodes); a batch
 that fails or runs out of time is redone one graph at a time, and a graph that still takes longer than the limit
-becomes a small SVG saying so. Files are written to a temporary name beside the target and renamed when complete.
+becomes a small SVG saying so.
 """
 from __future__ import annotations
 
@@ -18,8 +18,6 @@ from xml.sax.saxutils import escape
 
 import graphviz
 from graphviz.backend import dot_command
-
-from ..output import TMP_SUFFIX, atomic_file
 
 CAPTION_PT = 16
 _NOISE = re.compile(rb"<!--.*?-->\n|<title>[^<]*</title>\n", re.S)  # per-node comments and "n12" titles
@@ -198,15 +196,3 @@ def captioned(svg: bytes, caption: str) -> bytes:
             f'height="{vb[3]:.2f}" fill="white"/>\n<text x="{vb[0] + 4:.2f}" y="{box[1] - 4:.2f}" '
             f'font-size="10" fill="#333333">{text}</text>').encode()
     return svg[:m.start()] + head + svg[m.end():end] + band + svg[end:]
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write `data` to `path` via a temporary file in the same folder: readers never see a partial file."""
-    with atomic_file(path) as f:
-        f.write(data)
-
-
-def remove_leftovers(root: Path) -> None:
-    """Delete temporary files an interrupted run left behind."""
-    for p in root.rglob(f".*{TMP_SUFFIX}"):
-        p.unlink(missing_ok=True)

@@ -1,37 +1,78 @@
-"""Writers: Timeline → Perfetto protobuf (.pftrace[.gz]) and Chrome JSON (.json[.gz])."""
+"""Writers: Timeline → Perfetto protobuf (.pftrace[.gz]) and Chrome JSON (.json[.gz]).
+
+Each writer says what it writes (its file suffix, binary or text), as pyinstrument's renderers do; `writer_for` picks
+one by an output name, and any writer's output may be gzip'd by adding `.gz`.
+"""
 from __future__ import annotations
 
 import gzip
 import io
 from pathlib import Path
+from typing import IO, Any
 
 from ..output import Progress, atomic_file
 from ..timeline import Timeline
 from . import chrome, proto
 
-FORMATS = (".pftrace", ".pftrace.gz", ".json", ".json.gz")
+GZ = ".gz"
 
 
-def trace_format(path: Path) -> str | None:
-    """The output format named by a file name, or None."""
+class TraceWriter:
+    """Writes a Timeline to an open file: `suffix` names the format, `binary` says what kind of file it needs."""
+
+    suffix = ""
+    binary = True
+    description = ""
+
+    def __init__(self, compress: bool = True) -> None:
+        self.compress = compress  # the format's own compression, where it has one (off inside a .gz)
+
+    def write(self, tl: Timeline, out: IO[Any], progress: Progress | None = None) -> None:
+        raise NotImplementedError
+
+
+class PerfettoWriter(TraceWriter):
+    suffix, binary, description = ".pftrace", True, "Perfetto TrackEvent protobuf (compression: compressed_packets)"
+
+    def write(self, tl: Timeline, out: IO[bytes], progress: Progress | None = None) -> None:
+        proto.write(tl, out, compress=self.compress, progress=progress)
+
+
+class ChromeWriter(TraceWriter):
+    suffix, binary, description = ".json", False, "Chrome trace JSON"
+
+    def write(self, tl: Timeline, out: IO[str], progress: Progress | None = None) -> None:
+        chrome.write(tl, out, progress)
+
+
+WRITERS: tuple[type[TraceWriter], ...] = (PerfettoWriter, ChromeWriter)
+FORMATS = tuple(w.suffix + gz for w in WRITERS for gz in ("", GZ))  # every name ending a trace may have
+
+
+def writer_for(path: Path) -> tuple[type[TraceWriter], bool] | None:
+    """The writer an output name asks for, and whether it is gzip'd; None for a name no writer takes."""
     name = path.name.lower()
-    return next((f for f in sorted(FORMATS, key=len, reverse=True) if name.endswith(f)), None)
+    gz = name.endswith(GZ)
+    stem = name[:-len(GZ)] if gz else name
+    return next(((w, gz) for w in WRITERS if stem.endswith(w.suffix)), None)
 
 
 def write_trace(tl: Timeline, path: Path, compress: bool = True, progress: Progress | None = None) -> int:
     """Write `tl` to `path` in the format its name asks for; returns the file size. Nothing is left on failure.
-    `progress(done, total)` is told the events written so far."""
-    fmt = trace_format(path)
-    if fmt is None:
+    `compress`: compressed_packets in a plain .pftrace. `progress(done, total)` is told the events written so far."""
+    found = writer_for(path)
+    if found is None:
         raise ValueError(f"unknown trace format for {path} (use one of {', '.join(FORMATS)})")
+    kind, gz = found
+    writer = kind(compress=compress and not gz)
     with atomic_file(path) as f:
-        raw = gzip.GzipFile(fileobj=f, mode="wb", compresslevel=6, mtime=0) if fmt.endswith(".gz") else f
+        raw = gzip.GzipFile(fileobj=f, mode="wb", compresslevel=6, mtime=0) if gz else f
         try:
-            if fmt.startswith(".pftrace"):
-                proto.write(tl, raw, compress=compress and not fmt.endswith(".gz"), progress=progress)
+            if writer.binary:
+                writer.write(tl, raw, progress)
             else:
                 text = io.TextIOWrapper(raw, encoding="utf-8", write_through=True)
-                chrome.write(tl, text, progress)
+                writer.write(tl, text, progress)
                 text.flush()
                 text.detach()
         finally:

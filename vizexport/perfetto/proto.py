@@ -23,9 +23,70 @@ from ..output import Progress
 from ..timeline import Timeline, Track, slice_events
 
 _BYTES = [bytes((i,)) for i in range(128)]  # one-byte varints: most ids and lengths
-CLOCK_INCREMENTAL, CLOCK_BOOTTIME = 64, 6
-SEQ_CLEARED, SEQ_NEEDS = 1, 2
-SLICE_BEGIN, SLICE_END, INSTANT, COUNTER = 1, 2, 3, 4
+WIRE_VARINT, WIRE_FIXED64, WIRE_LEN = 0, 1, 2
+
+
+# Field numbers of the messages written here, named as in perfetto_trace.proto (tests compare each with the
+# official perfetto_trace_pb2), and the enum values used.
+class Trace:
+    PACKET = 1
+
+
+class TracePacket:
+    CLOCK_SNAPSHOT, TIMESTAMP, TRUSTED_PACKET_SEQUENCE_ID, TRACK_EVENT, INTERNED_DATA = 6, 8, 10, 11, 12
+    SEQUENCE_FLAGS, COMPRESSED_PACKETS, TIMESTAMP_CLOCK_ID, TRACE_PACKET_DEFAULTS, TRACK_DESCRIPTOR = 13, 50, 58, 59, 60
+    SEQ_INCREMENTAL_STATE_CLEARED, SEQ_NEEDS_INCREMENTAL_STATE = 1, 2  # SequenceFlags
+
+
+class TracePacketDefaults:
+    TRACK_EVENT_DEFAULTS, TIMESTAMP_CLOCK_ID = 11, 58
+
+
+class TrackEventDefaults:
+    TRACK_UUID = 11
+
+
+class ClockSnapshot:
+    CLOCKS = 1
+
+
+class Clock:  # ClockSnapshot.Clock
+    CLOCK_ID, TIMESTAMP, IS_INCREMENTAL = 1, 2, 3
+
+
+class TrackDescriptor:
+    UUID, NAME, PARENT_UUID, COUNTER, CHILD_ORDERING, SIBLING_ORDER_RANK, DESCRIPTION = 1, 2, 5, 8, 11, 12, 14
+    EXPLICIT = 3  # ChildTracksOrdering
+
+
+class CounterDescriptor:
+    UNIT, UNIT_NAME = 3, 6
+    UNIT_SIZE_BYTES = 3  # Unit
+
+
+class TrackEvent:
+    DEBUG_ANNOTATIONS, TYPE, NAME_IID, COUNTER_VALUE, FLOW_IDS, TERMINATING_FLOW_IDS = 4, 9, 10, 30, 47, 48
+    TYPE_SLICE_BEGIN, TYPE_SLICE_END, TYPE_INSTANT, TYPE_COUNTER = 1, 2, 3, 4  # Type
+
+
+class InternedData:
+    EVENT_NAMES, DEBUG_ANNOTATION_NAMES, DEBUG_ANNOTATION_STRING_VALUES = 2, 3, 29
+
+
+class EventName:  # also DebugAnnotationName and InternedString (iid, name/str)
+    IID, NAME = 1, 2
+
+
+class DebugAnnotation:
+    NAME_IID, BOOL_VALUE, INT_VALUE, DOUBLE_VALUE, STRING_VALUE, DICT_ENTRIES, ARRAY_VALUES = 1, 2, 4, 5, 6, 11, 12
+    STRING_VALUE_IID = 17
+
+
+CLOCK_BOOTTIME = 6  # BuiltinClocks.BOOTTIME
+CLOCK_INCREMENTAL = 64  # our own clock: ids from 64 up are the trace's to define
+SEQ_NEEDS = TracePacket.SEQ_NEEDS_INCREMENTAL_STATE
+PACKET_TAG = bytes((Trace.PACKET << 3 | WIRE_LEN,))
+TIMESTAMP_TAG = bytes((TracePacket.TIMESTAMP << 3 | WIRE_VARINT,))
 CHUNK = 480 * 1024  # raw bytes per compressed_packets wrapper (the wrapper must stay under 512 KB)
 _SCALARS = frozenset((str, int, float, bool))
 SEGMENT = 200_000  # events per sequence of a big track (the unit of parallel encoding)
@@ -47,11 +108,15 @@ def varint(n: int) -> bytes:
 
 def field(num: int, payload: bytes) -> bytes:
     """A length-delimited field."""
-    return varint(num << 3 | 2) + varint(len(payload)) + payload
+    return varint(num << 3 | WIRE_LEN) + varint(len(payload)) + payload
 
 
 def vfield(num: int, value: int) -> bytes:
-    return varint(num << 3) + varint(value)
+    return varint(num << 3 | WIRE_VARINT) + varint(value)
+
+
+def fixed64(num: int, value: int) -> bytes:
+    return varint(num << 3 | WIRE_FIXED64) + value.to_bytes(8, "little")
 
 
 def sfield(num: int, s: str) -> bytes:
@@ -59,26 +124,30 @@ def sfield(num: int, s: str) -> bytes:
 
 
 def descriptor(t: Track, has_children: bool) -> bytes:
-    d = vfield(1, t.uuid) + sfield(2, t.name)
+    TD, CD = TrackDescriptor, CounterDescriptor
+    d = vfield(TD.UUID, t.uuid) + sfield(TD.NAME, t.name)
     if t.parent:
-        d += vfield(5, t.parent)
+        d += vfield(TD.PARENT_UUID, t.parent)
     if t.description:
-        d += sfield(14, t.description)
+        d += sfield(TD.DESCRIPTION, t.description)
     if t.kind == "counter":
-        d += field(8, vfield(3, 3) if t.unit == "bytes" else (sfield(6, t.unit) if t.unit else b""))
+        unit = vfield(CD.UNIT, CD.UNIT_SIZE_BYTES) if t.unit == "bytes" else sfield(CD.UNIT_NAME, t.unit) if t.unit \
+            else b""
+        d += field(TD.COUNTER, unit)
     if has_children:
-        d += vfield(11, 3)  # child_ordering = EXPLICIT
-    d += vfield(12, t.rank)  # sibling_order_rank
-    return field(1, field(60, d) + vfield(10, 1))
+        d += vfield(TD.CHILD_ORDERING, TD.EXPLICIT)
+    d += vfield(TD.SIBLING_ORDER_RANK, t.rank)
+    sequence = vfield(TracePacket.TRUSTED_PACKET_SEQUENCE_ID, 1)  # every descriptor is on sequence 1
+    return field(Trace.PACKET, field(TracePacket.TRACK_DESCRIPTOR, d) + sequence)
 
 
 class _Sequence:
     """Encoder state of one packet sequence: incremental clock and interning tables."""
 
     def __init__(self, seq_id: int, track: Track, strings: list[str], start: int = 0) -> None:
-        self.seq = vfield(10, seq_id)
+        self.seq = vfield(TracePacket.TRUSTED_PACKET_SEQUENCE_ID, seq_id)
         # every packet after the header relies on its defaults (clock, track), so each says so (trace_packet.proto)
-        self.needs = self.seq + vfield(13, SEQ_NEEDS)
+        self.needs = self.seq + vfield(TracePacket.SEQUENCE_FLAGS, SEQ_NEEDS)
         self.track, self.strings = track, strings
         self.last_ts = track.ts[start] if len(track) > start else 0
         self.names: dict[int, int] = {}  # Timeline string id → event name iid
@@ -88,29 +157,34 @@ class _Sequence:
         self.entries: dict[tuple, bytes] = {}  # (field, name, type, value) → an encoded scalar annotation
 
     def header(self) -> bytes:
-        clocks = field(1, vfield(1, CLOCK_BOOTTIME) + vfield(2, self.last_ts)) + \
-            field(1, vfield(1, CLOCK_INCREMENTAL) + vfield(2, self.last_ts) + vfield(3, 1))
-        defaults = vfield(58, CLOCK_INCREMENTAL) + field(11, vfield(11, self.track.uuid))
-        pkt = vfield(8, self.last_ts) + vfield(58, CLOCK_BOOTTIME) + field(6, clocks) + field(59, defaults) + \
-            self.seq + vfield(13, SEQ_CLEARED | SEQ_NEEDS)
-        return field(1, pkt)
+        """The sequence's first packet: its clock (incremental, anchored to BOOTTIME) and default track."""
+        TP, C, ts = TracePacket, Clock, self.last_ts
+        clocks = field(ClockSnapshot.CLOCKS, vfield(C.CLOCK_ID, CLOCK_BOOTTIME) + vfield(C.TIMESTAMP, ts)) + \
+            field(ClockSnapshot.CLOCKS, vfield(C.CLOCK_ID, CLOCK_INCREMENTAL) + vfield(C.TIMESTAMP, ts) +
+                  vfield(C.IS_INCREMENTAL, 1))
+        defaults = vfield(TracePacketDefaults.TIMESTAMP_CLOCK_ID, CLOCK_INCREMENTAL) + \
+            field(TracePacketDefaults.TRACK_EVENT_DEFAULTS, vfield(TrackEventDefaults.TRACK_UUID, self.track.uuid))
+        pkt = vfield(TP.TIMESTAMP, ts) + vfield(TP.TIMESTAMP_CLOCK_ID, CLOCK_BOOTTIME) + \
+            field(TP.CLOCK_SNAPSHOT, clocks) + field(TP.TRACE_PACKET_DEFAULTS, defaults) + self.seq + \
+            vfield(TP.SEQUENCE_FLAGS, TP.SEQ_INCREMENTAL_STATE_CLEARED | SEQ_NEEDS)
+        return field(Trace.PACKET, pkt)
 
     def _iid(self, table: dict, key: object, field_no: int, text: str) -> int:
         """The iid of `key` in an interning table, defining it (InternedData field `field_no`) on first use."""
         iid = table.get(key)
         if iid is None:
             iid = table[key] = len(table) + 1
-            self.new_interned += field(field_no, vfield(1, iid) + sfield(2, text))
+            self.new_interned += field(field_no, vfield(EventName.IID, iid) + sfield(EventName.NAME, text))
         return iid
 
     def name_iid(self, sid: int) -> int:
-        return self._iid(self.names, sid, 2, self.strings[sid])  # event_names
+        return self._iid(self.names, sid, InternedData.EVENT_NAMES, self.strings[sid])
 
     def arg_iid(self, name: str) -> int:
-        return self._iid(self.arg_names, name, 3, name)  # debug_annotation_names
+        return self._iid(self.arg_names, name, InternedData.DEBUG_ANNOTATION_NAMES, name)
 
     def value_iid(self, s: str) -> int:
-        return self._iid(self.values, s, 29, s)  # debug_annotation_string_values
+        return self._iid(self.values, s, InternedData.DEBUG_ANNOTATION_STRING_VALUES, s)
 
     def entry(self, num: int, name: str | None, v: object) -> bytes:
         """Field `num` holding a debug annotation; a scalar one is encoded once per sequence (kernel args repeat
@@ -124,21 +198,22 @@ class _Sequence:
         return enc
 
     def annotation(self, name: str | None, v: object) -> bytes:
-        out = vfield(1, self.arg_iid(name)) if name is not None else b""
+        DA = DebugAnnotation
+        out = vfield(DA.NAME_IID, self.arg_iid(name)) if name is not None else b""
         if isinstance(v, bool):
-            out += vfield(2, int(v))
+            out += vfield(DA.BOOL_VALUE, int(v))
         elif isinstance(v, int):
-            out += vfield(4, v)
+            out += vfield(DA.INT_VALUE, v)
         elif isinstance(v, float):
-            out += varint(5 << 3 | 1) + struct.pack("<d", v)
+            out += varint(DA.DOUBLE_VALUE << 3 | WIRE_FIXED64) + struct.pack("<d", v)
         elif isinstance(v, dict):
-            out += b"".join(self.entry(11, str(k), x) for k, x in v.items())
+            out += b"".join(self.entry(DA.DICT_ENTRIES, str(k), x) for k, x in v.items())
         elif isinstance(v, (list, tuple)):
-            out += b"".join(self.entry(12, None, x) for x in v)
+            out += b"".join(self.entry(DA.ARRAY_VALUES, None, x) for x in v)
         elif isinstance(v, str) and len(v) > 24:  # long strings (tracebacks) repeat: intern them
-            out += vfield(17, self.value_iid(v))
+            out += vfield(DA.STRING_VALUE_IID, self.value_iid(v))
         else:
-            out += sfield(6, str(v))
+            out += sfield(DA.STRING_VALUE, str(v))
         return out
 
 
@@ -165,7 +240,8 @@ def _slices(seq: _Sequence, t: Track, start: int, end: int) -> tuple[bytes, np.n
         groups[i - start] = -1 - len(by_args) - i
     begins = idx[~is_end]
     _, first, inverse, count = np.unique(groups[begins], return_index=True, return_inverse=True, return_counts=True)
-    tails = [field(11, vfield(9, SLICE_END)) + seq.needs]  # 0: every END
+    end = vfield(TrackEvent.TYPE, TrackEvent.TYPE_SLICE_END)
+    tails = [field(TracePacket.TRACK_EVENT, end) + seq.needs]  # 0: every END
     first_tail, later_tail = np.empty(len(first), np.int64), np.empty(len(first), np.int64)
     for g in np.argsort(first):
         i = start + int(begins[first[g]])
@@ -187,7 +263,8 @@ def _counters(seq: _Sequence, t: Track, start: int, end: int) -> tuple[bytes, np
     values, inverse = np.unique(_column(t.values)[start:end], return_inverse=True)
     tails = []
     for v in values.tolist():
-        tails.append(field(11, vfield(9, COUNTER) + vfield(30, v)) + seq.needs)
+        event = vfield(TrackEvent.TYPE, TrackEvent.TYPE_COUNTER) + vfield(TrackEvent.COUNTER_VALUE, v)
+        tails.append(field(TracePacket.TRACK_EVENT, event) + seq.needs)
     return _packets(seq, _column(t.ts)[start:end], inverse.ravel(), tails)
 
 
@@ -215,9 +292,9 @@ def _packets(seq: _Sequence, time: np.ndarray, tail_ids: np.ndarray, tails: list
     ends = np.cumsum(1 + body_size + body)
     at = ends - body - body_size - 1
     out = np.empty(int(ends[-1]) if len(ends) else 0, np.uint8)
-    out[at] = 0x0A
+    out[at] = PACKET_TAG[0]
     _put_varints(out, at + 1, body, body_size)
-    out[at + 1 + body_size] = 0x40
+    out[at + 1 + body_size] = TIMESTAMP_TAG[0]
     _put_varints(out, at + 2 + body_size, delta, delta_size)
     # every tail byte: from its place in the joined tails to its place in the packet
     offsets = (np.cumsum(sizes) - sizes)[tail_ids]
@@ -230,9 +307,10 @@ def _packets(seq: _Sequence, time: np.ndarray, tail_ids: np.ndarray, tails: list
 
 def _event(seq: _Sequence, name: int, instant: bool, args: dict | None) -> bytes:
     """TrackEvent fields: type, interned name, debug annotations."""
-    ev = vfield(9, INSTANT if instant else SLICE_BEGIN) + vfield(10, seq.name_iid(name))
+    TE = TrackEvent
+    ev = vfield(TE.TYPE, TE.TYPE_INSTANT if instant else TE.TYPE_SLICE_BEGIN) + vfield(TE.NAME_IID, seq.name_iid(name))
     if args:
-        ev += b"".join(seq.entry(4, k, v) for k, v in args.items())
+        ev += b"".join(seq.entry(TE.DEBUG_ANNOTATIONS, k, v) for k, v in args.items())
     return ev
 
 
@@ -240,12 +318,12 @@ def _tail(seq: _Sequence, t: Track, i: int) -> tuple[bytes, bool]:
     """A BEGIN/INSTANT packet after its timestamp: the track_event, the interned data this first use defines,
     the sequence id and flags; and whether it may be reused (not while it defines interned data)."""
     ev = _event(seq, t.names[i], t.dur[i] < 0, t.args.get(i))
-    ev += b"".join(b"\xf9\x02" + f.to_bytes(8, "little") for f in t.flows_out.get(i, ()))  # flow_ids (47)
-    ev += b"".join(b"\x81\x03" + f.to_bytes(8, "little") for f in t.flows_in.get(i, ()))  # terminating (48)
-    tail = field(11, ev)  # TracePacket.track_event
+    ev += b"".join(fixed64(TrackEvent.FLOW_IDS, f) for f in t.flows_out.get(i, ()))
+    ev += b"".join(fixed64(TrackEvent.TERMINATING_FLOW_IDS, f) for f in t.flows_in.get(i, ()))
+    tail = field(TracePacket.TRACK_EVENT, ev)
     if not seq.new_interned:
         return tail + seq.needs, True
-    tail += field(12, bytes(seq.new_interned)) + seq.needs
+    tail += field(TracePacket.INTERNED_DATA, bytes(seq.new_interned)) + seq.needs
     seq.new_interned.clear()
     return tail, False
 
@@ -287,7 +365,7 @@ def _framed(data: bytes, ends: np.ndarray, compress: bool) -> bytes:
     out, a = [], 0
     while a < len(data):
         b = int(ends[max(np.searchsorted(ends, a + CHUNK, "right"), np.searchsorted(ends, a, "right") + 1) - 1])
-        out.append(field(1, field(50, zlib.compress(data[a:b], 6))))
+        out.append(field(Trace.PACKET, field(TracePacket.COMPRESSED_PACKETS, zlib.compress(data[a:b], 6))))
         a = b
     return b"".join(out)
 

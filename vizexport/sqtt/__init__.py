@@ -4,7 +4,7 @@
     analyze(packets, se, itrace)        → BlobTrace: waves, instruction issues, clock markers
     load_launches(profile)              → [Launch]: blobs grouped per kernel launch, decoded, PCs walked
     add_sqtt_tracks(tl, parent, prof)   → Timeline groups `SQTT <kernel> n<run>` under a device root
-    launch_counters(profile)            → per-launch PMC counter sums and derived utilisation (pmc_text: the table)
+    launch_counters(profile)            → per-launch PMC counter sums and derived utilisation
     pmc_span_args(profile)              → {index into profile.spans: {"pmc": {counter: sum, …}}} for kernel slices
 
 The format is described in sqtt-format.md (the project's shared docs); names of packets and ops are tinygrad's.
@@ -12,7 +12,6 @@ The format is described in sqtt-format.md (the project's shared docs); names of 
 from .code import CodeObject, KernelInfo, disassemble, read_code_object, target_name
 from .decode import Packets, decode, iter_packets, packet_names
 from .launches import Launch, SQTTWarning, decode_launch, find_launches, load_launches
-from .pmc import as_text as pmc_text
 from .pmc import decode_pmc, launch_counters
 from .pmc import span_args as pmc_span_args
 from .tracks import add_sqtt_tracks
@@ -21,5 +20,5 @@ from .waves import BlobTrace, Issue, Wave, analyze
 __all__ = [
     "BlobTrace", "CodeObject", "Issue", "KernelInfo", "Launch", "Packets", "SQTTWarning", "Wave", "add_sqtt_tracks",
     "analyze", "decode", "decode_launch", "decode_pmc", "disassemble", "find_launches", "iter_packets",
-    "launch_counters", "load_launches", "packet_names", "pmc_span_args", "pmc_text", "read_code_object", "target_name",
+    "launch_counters", "load_launches", "packet_names", "pmc_span_args", "read_code_object", "target_name",
 ]

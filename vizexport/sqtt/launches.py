@@ -14,6 +14,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..devices import device_root, is_copy
 from ..records import Capture, Profile, Program, Span
 from .code import CodeObject, Instruction, arch_of_target, disassemble, read_code_object, target_name
 from .decode import arch_of_layout, decode
@@ -52,8 +53,6 @@ class Launch:
 
 def find_launches(prof: Profile, root: str | None = None) -> list[Launch]:
     """Every launch that has SQTT or PMC records (optionally only devices under one root), not yet decoded."""
-    from ..tinygrad.timeline import device_root  # the lead's device naming; imported late to keep the layering light
-
     groups: dict[tuple, list[Capture]] = defaultdict(list)
     for c in prof.captures:
         if c.kind in ("sqtt", "pmc") and (root is None or device_root(c.device) == root):
@@ -91,8 +90,6 @@ def _device(prof: Profile, la: Launch) -> None:
 
 def kernel_spans(prof: Profile, device: str) -> list[int]:
     """Indexes into prof.spans of a device's own kernel launches (not copies, not graph entries), in time order."""
-    from ..tinygrad.timeline import is_copy
-
     idx = [i for i, s in enumerate(prof.spans) if s.device == device and s.graph < 0 and not is_copy(s)]
     return sorted(idx, key=lambda i: prof.spans[i].st)
 

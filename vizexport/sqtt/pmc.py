@@ -113,18 +113,3 @@ def span_args(prof: Profile, launches: list[Launch] | None = None) -> dict[int, 
         args.update({f"{k} %": v for k, v in pmc.derived.items()})
         out[index[id(la.span)]] = {"pmc": args}
     return out
-
-
-def as_text(rows: list[dict[str, Any]]) -> str:
-    """The per-launch counter table of `vizexport info`: one block per launch, one line per counter."""
-    lines = []
-    for r in rows:
-        lines.append(f"PMC {r['kernel']} n{r['run']} ({r['device']}, kern {r['kern']}, exec {r['exec_tag']})")
-        width = max((len(n) for n in r["counters"]), default=0)
-        for name, c in r["counters"].items():
-            lines.append(f"  {name:<{width}}  sum {c['sum']:>14,}  max {c['max']:>12,}  n {c['count']}")
-        for name, v in r["derived"].items():
-            lines.append(f"  {name}: {v:.1f}%")
-        if r.get("error"):
-            lines.append(f"  ! {r['error']}")
-    return "\n".join(lines)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from ..records import Profile
-from ..timeline import Timeline, Track
+from ..timeline import Role, Timeline, Track
 from .clock import LaunchClock, clock_points, launch_clocks
 from .launches import Launch, load_launches
 from .waves import BlobTrace, Wave
@@ -30,7 +30,7 @@ def add_sqtt_tracks(tl: Timeline, parent: Track, prof: Profile, launches: list[L
 
 
 def _launch(tl: Timeline, parent: Track, la: Launch, clock: LaunchClock) -> Track:
-    group = tl.add_track(f"SQTT {la.name} n{la.run}", parent, "group", description=_describe(la, clock))
+    group = tl.add_track(f"SQTT {la.name} n{la.run}", parent, "group", Role.SQTT, description=_describe(la, clock))
     for i, bt in enumerate(la.blobs):
         _se(tl, group, bt, i, clock, la.arch)
     return group
@@ -65,12 +65,12 @@ def _se(tl: Timeline, group: Track, bt: BlobTrace, bi: int, clock: LaunchClock, 
     desc = f"{len(bt.packets)} packets, {len(bt.waves)} waves, instruction-traced: {'yes' if bt.itrace else 'no'}"
     if bt.packets.error:
         desc += f"; decoding stopped early: {bt.packets.error}"
-    se = tl.add_track(f"SE{bt.se}", group, "group", description=desc)
+    se = tl.add_track(f"SE{bt.se}", group, "group", Role.SQTT, description=desc)
     if bt.waves and bt.markers and clock.mode != "assumed":
         lo, hi = min(w.start for w in bt.waves), max(w.end or bt.last_time for w in bt.waves)
         pts = clock_points(clock, bi, lo, hi)
         if pts:
-            c = tl.add_track(f"SE{bt.se} shader clock", se, "counter", unit="MHz")
+            c = tl.add_track(f"SE{bt.se} shader clock", se, "counter", Role.SQTT, unit="MHz")
             for ts, mhz in pts:
                 c.ts.append(ts)
                 c.values.append(mhz)
@@ -79,17 +79,17 @@ def _se(tl: Timeline, group: Track, bt: BlobTrace, bi: int, clock: LaunchClock, 
         units[(w.sa, w.wgp)][w.simd][w.slot].append(w)
     for (sa, wgp), simds in sorted(units.items()):
         name = (f"SH{sa} CU{wgp}" if sa else f"CU{wgp}") if arch == "cdna" else f"SA{sa} WGP{wgp}"
-        unit = tl.add_track(name, se, "group")
+        unit = tl.add_track(name, se, "group", Role.SQTT)
         for simd, slots in sorted(simds.items()):
             _simd(tl, unit, simd, slots, bt, bi, clock, arch)
 
 
 def _simd(tl: Timeline, unit: Track, simd: int, slots: dict[int, list[Wave]], bt: BlobTrace, bi: int,
           clock: LaunchClock, arch: str) -> None:
-    st = occ = tl.add_track(f"SIMD{simd}", unit, "counter", unit="waves", description="waves in flight")
+    st = occ = tl.add_track(f"SIMD{simd}", unit, "counter", Role.SQTT, unit="waves", description="waves in flight")
     spans = []
     for slot, waves in sorted(slots.items()):
-        track = tl.add_track(f"slot {slot}", st, "slice")
+        track = tl.add_track(f"slot {slot}", st, "slice", Role.SQTT)
         for w in sorted(waves, key=lambda w: w.start):
             spans.append(_wave(tl, track, w, bt, bi, clock, arch))
     _occupancy(occ, spans)

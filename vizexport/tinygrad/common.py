@@ -99,14 +99,34 @@ def _exact_ns(texts: list) -> list[int] | None:
 
 
 def as_key(name: Any) -> Key:
-    """A ProfileRangeEvent/entry name: a plain str, or a TracingKey stand-in."""
+    """A ProfileRangeEvent/entry name: a plain str, or a TracingKey stand-in. Only what means something outside
+    tinygrad is kept: link keys (names, program keys), a byte count or metadata text, the traceback."""
     if type(name) is str:
         return Key(*strip_ansi(name))
     if class_name(name) != "TracingKey":
         return Key(str(name))
     d = name.__dict__
     text, color = strip_ansi(str(d.get("display_name", "")))
-    return Key(text, color, tuple(d.get("keys") or ()), d.get("ret"), d.get("tb"), d.get("cat"))
+    keys = tuple(k for k in d.get("keys") or () if isinstance(k, (str, bytes)))
+    cat = d.get("cat")
+    return Key(text, color, keys, plain_value(d.get("ret")), traceback(d.get("tb")), None if cat is None else str(cat))
+
+
+def plain_value(x: Any) -> int | str | None:
+    """x as a plain int or str (stand-ins of either made plain), or None for anything else."""
+    if type(x) in (int, str, bool):
+        return x
+    if isinstance(x, int):
+        return int(x)
+    return str(x) if isinstance(x, str) else None
+
+
+def traceback(tb: Any) -> tuple[tuple[str, int, str, str], ...] | None:
+    """A TracingKey's Python traceback as (file, line, function, code) entries; other entries are left out."""
+    if not isinstance(tb, (tuple, list)):
+        return None
+    return tuple((str(f), line if isinstance(line, int) else -1, str(fn), str(code))
+                 for f, line, fn, code in (e for e in tb if isinstance(e, (tuple, list)) and len(e) == 4))
 
 
 def dtype_name(dt: Any) -> str:

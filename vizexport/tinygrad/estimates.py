@@ -10,6 +10,7 @@ from typing import Any
 
 from ..pickles import class_name
 from ..records import RewriteLog
+from ..timeline import ARG_GBS_LDS, ARG_GBS_MEM, ARG_GFLOPS
 from .releases import enum_table
 
 _BINARY = {"ADD": operator.add, "SUB": operator.sub, "MUL": operator.mul, "MAX": max, "XOR": operator.xor,
@@ -87,7 +88,7 @@ class Estimates:
             return {}
         d = est.__dict__
         out = {}
-        for field, label, scale in (("ops", "GFLOPS", 1e-9), ("mem", "GB/s mem", 1e-9), ("lds", "GB/s lds", 1e-9)):
+        for field, label, scale in (("ops", ARG_GFLOPS, 1e-9), ("mem", ARG_GBS_MEM, 1e-9), ("lds", ARG_GBS_LDS, 1e-9)):
             v = sym_eval(d.get(field), var_vals, self.ops)
             if v is not None:
                 out[label] = round(v / seconds * scale, 3)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import pickles
+from ..gcpause import gc_paused
 from ..pickles import InputError, class_name
 from ..records import (
     Alloc,
@@ -24,7 +25,7 @@ from ..records import (
     Release,
     Span,
 )
-from .common import as_key, dtype_bits, dtype_name, ns, ns_column, strip_ansi
+from .common import as_key, dtype_bits, dtype_name, ns, ns_column, plain_value, strip_ansi
 from .releases import profile_release, uop_leaf, with_override
 
 EMPTY = Release("unknown", "ambiguous", "empty profile: nothing to tell the release by")
@@ -35,7 +36,7 @@ STREAM_MIN_BYTES = 256 << 20  # profiles this big are read batch by batch (pickl
 
 def load_profile(path: str | Path, tinygrad_version: str | None = None) -> Profile:
     """Read a tinygrad profile.pkl safely (nothing in it is executed) into version-neutral records."""
-    with pickles.gc_paused():
+    with gc_paused():
         prof = stream_profile(path, tinygrad_version)
         return prof if prof is not None else profile_from(*pickles.load(path), str(path), tinygrad_version)
 
@@ -269,7 +270,7 @@ class _Reader:
             name, color = _clean_name(str(arg.get("name", "")))
             arg = Exec(name, color, dict(arg.get("var_vals") or {}), list(arg.get("bufs") or ()),
                        tuple(arg.get("inputs") or ()), tuple(arg.get("outputs") or ()),
-                       tuple(arg.get("metadata") or ()))
+                       tuple(str(getattr(m, "__dict__", {}).get("name", m)) for m in arg.get("metadata") or ()))
         elif kind == "marker" and isinstance(arg, dict):
             arg = Marker(_clean_name(str(arg.get("name", "")))[0], arg.get("color"))
         self.prof.points.append(Point(d.get("device", ""), kind, ns(d["ts"]), d.get("key"), arg))
@@ -302,18 +303,18 @@ class _Reader:
 
     def sqtt(self, e: Any) -> None:
         d = e.__dict__
-        self.prof.captures.append(Capture("sqtt", d.get("device", ""), d.get("kern"), d.get("blob") or b"",
+        self.prof.captures.append(Capture("sqtt", d.get("device", ""), plain_value(d.get("kern")), d.get("blob") or b"",
                                           d.get("exec_tag"), d.get("se"), d.get("itrace")))
 
     def pmc(self, e: Any) -> None:
         d = e.__dict__
         sched = [PMCSample(**{f: s.__dict__.get(f) for f in PMCSample.__slots__}) for s in d.get("sched") or ()]
-        self.prof.captures.append(Capture("pmc", d.get("device", ""), d.get("kern"), d.get("blob") or b"",
+        self.prof.captures.append(Capture("pmc", d.get("device", ""), plain_value(d.get("kern")), d.get("blob") or b"",
                                           d.get("exec_tag"), sched=sched))
 
     def pma(self, e: Any) -> None:
         d = e.__dict__
-        self.prof.captures.append(Capture("pma", d.get("device", ""), d.get("kern"), d.get("blob") or b"",
+        self.prof.captures.append(Capture("pma", d.get("device", ""), plain_value(d.get("kern")), d.get("blob") or b"",
                                           d.get("exec_tag"), profile_key=d.get("profile_key")))
 
     def unknown(self, e: Any) -> None:

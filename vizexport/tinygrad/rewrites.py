@@ -9,8 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from .. import pickles
+from ..gcpause import gc_paused
 from ..pickles import InputError, class_name
 from ..records import Context, Key, Match, Release, Rewrite, RewriteLog, UOpRec
+from ..walks import CycleError, post_order
 from .common import as_key, dtype_name
 from .profile import is_rewrites
 from .releases import enum_table, rewrites_release, uop_leaf, with_override
@@ -18,7 +20,7 @@ from .releases import enum_table, rewrites_release, uop_leaf, with_override
 
 def load_rewrites(path: str | Path, tinygrad_version: str | None = None) -> RewriteLog:
     """Read a tinygrad rewrites.pkl safely (nothing in it is executed) into version-neutral records."""
-    with pickles.gc_paused():
+    with gc_paused():
         return rewrites_from(*pickles.load(path), str(path), tinygrad_version)
 
 
@@ -37,11 +39,11 @@ def rewrites_from(obj: Any, classes: set[str], path: str, tinygrad_version: str 
         release = with_override(rewrites_release(obj, classes, rw_fields, table.const_leaves()), tinygrad_version)
         table.name_ops(release)
         contexts = [_context(k, c, table) for k, c in zip(keys, ctxs, strict=False)]
-        for c in contexts:
-            c.source = _source(c, table.uops)
         return RewriteLog(path, release, contexts, table.uops)
     except InputError as e:
         raise InputError(f"{path}: {e}") from None
+    except CycleError:
+        raise InputError(f"{path}: a UOp is its own ancestor (a cycle in the rewrites trace's graph)") from None
     except (AttributeError, TypeError, ValueError, KeyError, IndexError) as e:
         raise InputError(f"{path}: unexpected rewrites layout ({type(e).__name__}: {e}); unknown tinygrad release?"
                          ) from None
@@ -85,18 +87,10 @@ class _UOpTable:
             return u
         if (i := self.ids.get(id(u))) is not None:
             return i
-        stack = [u]
-        while stack:  # iterative post-order: graphs can be thousands deep
-            x = stack[-1]
-            pending = [s for s in x._args[2] if id(s) not in self.ids]
-            if pending:
-                stack.extend(pending)
-                continue
-            stack.pop()
-            if id(x) not in self.ids:
-                i = self.ids[id(x)] = len(self.ids)
-                a = x._args
-                self.raw[i] = (a[0], a[1], tuple(self.ids[id(s)] for s in a[2]), a[3], a[4] if len(a) > 4 else None)
+        for x in post_order(u, _uop_src, self.ids, key=id):  # the unpickled objects stay alive: ids are stable
+            i = self.ids[id(x)] = len(self.ids)
+            a = x._args
+            self.raw[i] = (a[0], a[1], tuple(self.ids[id(s)] for s in a[2]), a[3], a[4] if len(a) > 4 else None)
         return self.ids[id(u)]
 
     def const_leaves(self) -> list[tuple[int, bool]]:
@@ -108,6 +102,10 @@ class _UOpTable:
             op = f[0]
             self.uops[i] = UOpRec(int(op), ops.get(int(op), f"Ops({int(op)})"), dtype_name(f[1]), tuple(f[2]), f[3],
                                   f[4] if len(f) > 4 else None)
+
+
+def _uop_src(u: Any) -> tuple:
+    return u._args[2]
 
 
 def _loc(x: Any) -> tuple[str, int] | None:
@@ -136,18 +134,19 @@ def _context(key: Any, rewrites: list, table: _UOpTable) -> Context:
         out.append(Rewrite(str(d.get("name") or ""), _loc(d.get("loc")), table.ref(d.get("sink")),
                            [_match(m, table) for m in d.get("matches") or ()], int(d.get("depth") or 0),
                            bool(d.get("bottom_up")), bool(d.get("walk")), bool(d.get("enter_calls"))))
-    return Context(_context_key(key), out)
+    return Context(_context_key(key), out, _source(key, out, table.uops))
 
 
-def _source(ctx: Context, uops: dict[int, UOpRec]) -> str | None:
+def _source(key: Any, rewrites: list[Rewrite], uops: dict[int, UOpRec]) -> str | None:
     """Generated source of a codegen context: the SOURCE node its rewrites produced (0.13+), or the ProgramSpec
     carried as the context's TracingKey.ret (0.11/0.12)."""
-    ret = ctx.key.ret
+    d = key.__dict__ if class_name(key) == "TracingKey" else {}
+    ret = d.get("ret")
     if class_name(ret) == "ProgramSpec" and isinstance(ret.__dict__.get("src"), str):
         return ret.__dict__["src"]
-    if len(ctx.key.keys) < 2:  # schedule contexts have one key; codegen ones (name, ast[, program key])
+    if len(d.get("keys") or ()) < 2:  # schedule contexts have one key; codegen ones (name, ast[, program key])
         return None
-    todo = [r.sink for r in ctx.rewrites] + [m.after for r in ctx.rewrites for m in r.matches if m.after is not None]
+    todo = [r.sink for r in rewrites] + [m.after for r in rewrites for m in r.matches if m.after is not None]
     seen: set[int] = set()
     while todo:
         i = todo.pop()

@@ -6,7 +6,6 @@ Under a device root: its own queue track, `<root> Graph`, engines (`<root>:SDMA:
 from __future__ import annotations
 
 import bisect
-import re
 from collections import defaultdict
 from itertools import compress
 from operator import attrgetter
@@ -14,27 +13,11 @@ from typing import Any
 
 import numpy as np
 
+from ..devices import HOST, device_root, is_copy, is_copy_engine, natural
 from ..records import Alloc, Exec, Marker, Profile, RewriteLog, Span
-from ..sqtt import add_sqtt_tracks, load_launches, pmc_span_args
-from ..timeline import Timeline, Track, slice_events
+from ..sqtt import Launch, add_sqtt_tracks, load_launches, pmc_span_args
+from ..timeline import ARG_BYTES, ARG_GBS, ARG_PROGRAM, Role, Timeline, Track, slice_events
 from .estimates import Estimates
-
-HOST = ("TINY", "USER", "GC")
-_NUM = re.compile(r"(\d+)")
-
-
-def natural(s: str) -> tuple:
-    return tuple(int(p) if p.isdigit() else p for p in _NUM.split(s))
-
-
-def device_root(dev: str) -> str:
-    """'NULL:1:SDMA:0' → 'NULL:1', 'AMD:SDMA:0' → 'AMD', 'PYTHON:COPY' → 'PYTHON'."""
-    parts = dev.split(":")
-    return ":".join(parts[:2]) if len(parts) > 1 and parts[1].isdigit() else parts[0]
-
-
-def is_copy(s: Span) -> bool:
-    return s.is_copy or isinstance(s.key.ret, int) or ":SDMA" in s.device or s.device.endswith(":COPY")
 
 
 def _span_column(spans: np.ndarray, field: str, missing: np.ndarray | None = None) -> np.ndarray:
@@ -75,13 +58,18 @@ def _fits(stack: list[int], st: int, en: int) -> bool:
     return not stack or en <= stack[-1]
 
 
-def build_timeline(prof: Profile, rewrites: RewriteLog | None = None) -> Timeline:
-    return _Builder(prof, rewrites).build()
+def build_timeline(prof: Profile, rewrites: RewriteLog | None = None, launches: list[Launch] | None = None
+                   ) -> Timeline:
+    """The profile's tracks (and, with its rewrites trace, kernel estimates and codegen names). `launches`: the
+    profile's SQTT/PMC launches, decoded (sqtt.load_launches) unless given."""
+    if launches is None:
+        launches = load_launches(prof) if prof.captures else []
+    return _Builder(prof, rewrites, launches).build()
 
 
 class _Builder:
-    def __init__(self, prof: Profile, rewrites: RewriteLog | None) -> None:
-        self.p, self.tl = prof, Timeline(prof.path)
+    def __init__(self, prof: Profile, rewrites: RewriteLog | None, launches: list[Launch]) -> None:
+        self.p, self.tl, self.launches = prof, Timeline(prof.path), launches
         self.est = Estimates(rewrites) if rewrites is not None else None
         self.placed: dict[int, tuple[Track, int]] = {}  # span index → (track, event index)
         self.next_flow = 1
@@ -92,15 +80,16 @@ class _Builder:
         codes = {d: c for c, d in enumerate(dict.fromkeys(devices))}
         by_code = np.fromiter(map(codes.__getitem__, devices), np.int64, len(devices))
         spans_by_dev = {d: np.flatnonzero(by_code == c).tolist() for d, c in codes.items()}
-        mem_devs = sorted({pt.device for pt in self.p.points if pt.kind in ("alloc", "free")}, key=natural)
+        memory = self.p.memory()
+        mem_devs = sorted(memory, key=natural)
         graph_roots = {device_root(g.device) for g in self.p.graphs if g.entries}
         roots = {device_root(d) for d in spans_by_dev} | {device_root(d) for d in mem_devs}
         order = [r for r in HOST if r in roots] + sorted(roots - set(HOST), key=natural)
         execs = self._execs_by_device()
-        launches = load_launches(self.p) if self.p.captures else []  # AMD SQTT/PMC captures per kernel launch
+        launches = self.launches  # AMD SQTT/PMC captures per kernel launch
         self.pmc = pmc_span_args(self.p, launches) if launches else {}
         for root in order:
-            group = self.tl.add_track(root, None, "group")
+            group = self.tl.add_track(root, None, "group", Role.HOST if root in HOST else Role.DEVICE)
             devs = sorted((d for d in spans_by_dev if device_root(d) == root), key=natural)
             for d in (d for d in devs if d == root):
                 self._slices(group, d, spans_by_dev[d], execs.get(d))
@@ -110,7 +99,7 @@ class _Builder:
                 self._slices(group, d, spans_by_dev[d], execs.get(d))
             for d in mem_devs:
                 if device_root(d) == root:
-                    self._memory(group, d)
+                    self._memory(group, d, *memory[d])
             mine = [la for la in launches if device_root(la.device) == root]
             if mine:
                 add_sqtt_tracks(self.tl, group, self.p, mine)
@@ -136,9 +125,10 @@ class _Builder:
         sids, args = self._names_args(sub, idx, dev, execs)
         dur = np.where(en > st, en - st, -1)
         n_lanes = int(lanes.max(initial=0)) + 1
+        role = Role.HOST if dev in HOST else Role.COPY if is_copy_engine(dev) else Role.QUEUE
         for lane in range(n_lanes):
             at = np.flatnonzero(lanes == lane) if n_lanes > 1 else slice(None)
-            track = self.tl.add_track(dev, group, "slice")
+            track = self.tl.add_track(dev, group, "slice", role)
             track.ts.frombytes(st[at].tobytes())
             track.dur.frombytes(dur[at].tobytes())
             track.names.frombytes(sids[at].astype(f"i{track.names.itemsize}").tobytes())
@@ -178,9 +168,9 @@ class _Builder:
         dur = (s.en or s.st) - s.st
         if is_copy(s):
             if isinstance(k.ret, int):
-                args["bytes"] = k.ret
+                args[ARG_BYTES] = k.ret
                 if dur > 0:
-                    args["GB/s"] = round(k.ret / dur, 3)
+                    args[ARG_GBS] = round(k.ret / dur, 3)
             return k.name, args
         name = k.name
         ex = self._exec_for(execs, s.st) if s.graph < 0 else None
@@ -195,7 +185,7 @@ class _Builder:
                 name = found[0]
                 args.update(self.est.rates(found[1], var_vals, dur * 1e-9))
         if s.profile_key is not None:
-            args["profile_key"] = s.profile_key.hex()
+            args[ARG_PROGRAM] = s.profile_key.hex()
         return name, args
 
     # --- kernel launches: exec points and buffers ----------------------------------------------------------------
@@ -229,7 +219,7 @@ class _Builder:
         if e.var_vals:
             args["var_vals"] = dict(e.var_vals)
         if e.metadata:
-            args["metadata"] = ", ".join(str(getattr(m, "__dict__", {}).get("name", m)) for m in e.metadata)
+            args["metadata"] = ", ".join(e.metadata)
         return args
 
     # --- graph batches, flows, memory, markers --------------------------------------------------------------------
@@ -245,7 +235,7 @@ class _Builder:
         for st, en, n in sorted(batches, key=lambda b: (b[0], -b[1])):
             lane = next((lane for lane in lanes if lane[1][0] <= st), None)
             if lane is None:
-                lane = (self.tl.add_track(f"{root} Graph", group, "slice"), [0])
+                lane = (self.tl.add_track(f"{root} Graph", group, "slice", Role.GRAPH), [0])
                 lanes.append(lane)
             track, last = lane
             last[0] = en
@@ -265,26 +255,17 @@ class _Builder:
                     dst.flows_in.setdefault(di, []).append(self.next_flow)
                     self.next_flow += 1
 
-    def _memory(self, group: Track, dev: str) -> None:
-        """Live buffer bytes over time: the running sum of alloc/free; its maximum is the device's peak."""
-        track = self.tl.add_track(f"{dev} Memory", group, "counter", unit="bytes")
-        live: dict[Any, int] = {}
-        total = 0
-        for pt in sorted((pt for pt in self.p.points if pt.device == dev and pt.kind in ("alloc", "free")),
-                         key=lambda pt: pt.ts):
-            if pt.kind == "alloc" and isinstance(pt.arg, Alloc):
-                live[pt.key] = pt.arg.nbytes
-                total += pt.arg.nbytes
-            else:
-                total -= live.pop(pt.key, 0)
-            track.ts.append(pt.ts)
-            track.values.append(total)
+    def _memory(self, group: Track, dev: str, ts: list[int], totals: list[int]) -> None:
+        """Live buffer bytes over time (Profile.memory): its maximum is the device's peak."""
+        track = self.tl.add_track(f"{dev} Memory", group, "counter", Role.MEMORY, unit="bytes")
+        track.ts.extend(ts)
+        track.values.extend(totals)
 
     def _markers(self) -> None:
         marks = sorted((pt for pt in self.p.points if pt.kind == "marker"), key=lambda pt: pt.ts)
         if not marks:
             return
-        track = self.tl.add_track("Markers", None, "slice")
+        track = self.tl.add_track("Markers", None, "slice", Role.MARKERS)
         for pt in marks:
             m = pt.arg if isinstance(pt.arg, Marker) else Marker(str(pt.arg), None)
             track.ts.append(pt.ts)

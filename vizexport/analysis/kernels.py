@@ -1,10 +1,10 @@
-"""What the index page shows about a run: top kernels (like tinygrad's `viz.cli -t`) and per-kernel launches."""
+"""Top kernels of a run (like tinygrad's `viz.cli -t`) with their launches, from a Timeline."""
 from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from ..timeline import Timeline, Track
+from ..timeline import ARG_GBS_MEM, ARG_GFLOPS, Role, Timeline, Track
 
 
 @dataclass
@@ -18,8 +18,6 @@ class Kernel:
     flops_ns: float = 0.0  # Σ GFLOPS·dur, for time-weighted means
     mem_ns: float = 0.0
     weighted_ns: int = 0
-    page: str = ""  # set by the site builder
-    ctx: dict | None = None  # codegen context, when the rewrites trace has it
 
     @property
     def gflops(self) -> float | None:
@@ -30,23 +28,16 @@ class Kernel:
         return self.mem_ns / self.weighted_ns if self.weighted_ns else None
 
 
-def device_tracks(tl: Timeline) -> list[tuple[str, Track]]:
-    """(root name, track) of every device queue / engine slice track: the slice tracks right under a device root
-    (not host roots, Graph, Memory or Markers, nor the deeper SQTT tracks)."""
-    out = []
-    for t in tl.tracks:
-        path = tl.path(t)
-        if t.kind == "slice" and len(path) == 2 and not t.name.endswith(" Graph") and \
-                path[0].name not in ("TINY", "USER", "GC"):
-            out.append((path[0].name, t))
-    return out
+def device_tracks(tl: Timeline) -> list[Track]:
+    """The slice tracks of work devices ran: queues and copy engines."""
+    return [t for t in tl.tracks if t.role in (Role.QUEUE, Role.COPY)]
 
 
 def top_kernels(tl: Timeline, max_launches: int = 200) -> list[Kernel]:
     """Kernels and copies aggregated by (device string, name), longest total time first; % of that device's time."""
     kernels: dict[tuple[str, str], Kernel] = {}
     device_ns: dict[str, int] = defaultdict(int)
-    for _, t in device_tracks(tl):
+    for t in device_tracks(tl):
         for i in range(len(t)):
             d = t.dur[i]
             if d <= 0:
@@ -59,9 +50,9 @@ def top_kernels(tl: Timeline, max_launches: int = 200) -> list[Kernel]:
             k.count += 1
             k.total_ns += d
             device_ns[t.name] += d
-            if "GFLOPS" in args:
-                k.flops_ns += args["GFLOPS"] * d
-                k.mem_ns += args.get("GB/s mem", 0.0) * d
+            if ARG_GFLOPS in args:
+                k.flops_ns += args[ARG_GFLOPS] * d
+                k.mem_ns += args.get(ARG_GBS_MEM, 0.0) * d
                 k.weighted_ns += d
             if len(k.launches) < max_launches:
                 k.launches.append({"ts": t.ts[i], "dur": d, "track": t.name, "args": args})

@@ -1,7 +1,7 @@
 """UOp arguments: hashable keys (equal where tinygrad's UOp cache finds them equal) and short label text.
 
 Arguments are plain values or the inert stand-ins of vizexport.pickles (fields in `__dict__`, REDUCE arguments in
-`_args`). This is the one module of vizexport.graphs that knows tinygrad's argument classes by name.
+`_args`). Node labels and hash-consing (replay) both go through here.
 """
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 from ..pickles import EnumValue, FloatStub, Stub, class_name
-from ..tinygrad.common import dtype_name, strip_ansi
-from ..tinygrad.releases import enum_table
+from .common import dtype_name, strip_ansi
+from .releases import enum_table
 
 DTYPES = {"DType", "PtrDType", "ImageDType"}
 PLAIN = (type(None), bool, int, str, bytes)

@@ -15,17 +15,19 @@ from __future__ import annotations
 
 from collections import defaultdict, deque
 from collections.abc import Callable, Hashable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import partial
 from itertools import repeat
 from typing import Any
 
 from ..pickles import EnumValue, Stub
-from ..records import Match, Rewrite, RewriteLog, UOpRec
-from ..tinygrad.common import dtype_name
-from ..tinygrad.releases import enum_table
-from .args import arg_key
+from ..records import GraphStep, Match, Rewrite, RewriteLog, RewriteSteps, StepGraphs, UOpRec
+from ..walks import CycleError, post_order
+from .args import ArgText, arg_key
+from .common import dtype_name
+from .look import ERROR_OP, NodeLook
+from .releases import enum_table
 
-ERROR_OP = "REWRITE_ERROR"
 CALLS = frozenset({"CALL", "FUNCTION"})
 OPAQUE_BODIES = frozenset({"SINK", "PROGRAM", "LINEAR", "COPY", "CUSTOM_FUNCTION"})  # 0.14: UOp._OPAQUE_CALL_BODIES
 PASS_DTYPE = frozenset({"LOAD", "UNSHARD", "REDUCE", "AFTER", "RANGE", "CONTIGUOUS", "CONTIGUOUS_BACKWARD", "COPY",
@@ -66,8 +68,9 @@ def semantics(release: str) -> Semantics:
     return Semantics(True, False, "opaque", True)  # 0.14.0, master, and anything newer
 
 
-class Nodes:
-    """Hash-consed UOp nodes (ints) of one replay session: equal (op, dtype, src, arg, tag) are one node."""
+class Nodes(NodeLook):
+    """Hash-consed UOp nodes (ints) of one replay session: equal (op, dtype, src, arg, tag) are one node. With
+    NodeLook, the records.StepNodes that writers draw."""
 
     def __init__(self, log: RewriteLog) -> None:
         self.table: dict[int, UOpRec] = log.uops
@@ -86,6 +89,9 @@ class Nodes:
         self._embedded: dict[int, tuple[Stub, int]] = {}  # id(UOp stand-in inside an argument) → (it, node)
         self._ops = enum_table(self.release)
         self._tags = semantics(self.release).tags
+        # 0.11/0.12 Kernel args point at their AST by table id
+        self.text_of = ArgText(self.release, lambda t: log.uops[t].op_name if t in log.uops else "?")
+        self._look_init()
 
     def __len__(self) -> int:
         return len(self.op)
@@ -151,71 +157,48 @@ class Nodes:
         n = self._loaded.get(tid)
         if n is not None:
             return n
-        open_: set[int] = set()
-        stack = [tid]
-        while stack:  # iterative post-order: graphs are thousands deep
-            t = stack[-1]
-            if t in self._loaded:
-                stack.pop()
-                continue
-            rec = self.table.get(t)
-            if rec is None:
-                raise ReplayError(f"UOp {t} is not in the trace's UOp table")
-            pending = [s for s in rec.src if s not in self._loaded]
-            if pending and t not in open_:
-                open_.add(t)
-                for s in reversed(pending):
-                    if s in open_:
-                        raise ReplayError(f"UOp {s} is its own ancestor (a cycle in the UOp table)")
-                    stack.append(s)
-                continue
-            if pending:
-                raise ReplayError(f"UOp {pending[0]} is its own ancestor (a cycle in the UOp table)")
-            stack.pop()
-            open_.discard(t)
-            self._loaded[t] = self.make(rec.op_name, rec.dtype, tuple(self._loaded[s] for s in rec.src), rec.arg,
-                                        rec.tag if self._tags else None)
-        return self._loaded[tid]
+        try:
+            order = post_order(tid, self._table_src, self._loaded)
+        except CycleError as e:
+            raise ReplayError(f"UOp {e.node} is its own ancestor (a cycle in the UOp table)") from None
+        loaded, make, tags = self._loaded, self.make, self._tags
+        for t in order:
+            rec = self.table[t]
+            loaded[t] = make(rec.op_name, rec.dtype, tuple(loaded[s] for s in rec.src), rec.arg,
+                             rec.tag if tags else None)
+        return loaded[tid]
+
+    def _table_src(self, t: int) -> tuple[int, ...]:
+        rec = self.table.get(t)
+        if rec is None:
+            raise ReplayError(f"UOp {t} is not in the trace's UOp table")
+        return rec.src
 
     def embedded(self, u: Stub) -> int:
         """Intern a UOp stand-in found inside an argument (its _args: op, dtype, src, arg[, tag])."""
-        hit = self._embedded.get(id(u))
+        done = self._embedded
+        hit = done.get(id(u))
         if hit is not None:
             return hit[1]
-        done = self._embedded
-        stack = [u]
-        while stack:
-            x = stack[-1]
-            srcs = x._args[2] if len(x._args) > 2 else ()
-            pending = [s for s in srcs if id(s) not in done]
-            if pending:
-                stack.extend(pending)
-                continue
-            stack.pop()
-            if id(x) in done:
-                continue
+        try:
+            order = post_order(u, _stub_src, done, key=id)
+        except CycleError:
+            raise ReplayError("a UOp inside an argument is its own ancestor") from None
+        for x in order:
             a = x._args
             op = self._ops.get(int(a[0]), f"Ops({int(a[0])})") if isinstance(a[0], (int, EnumValue)) else str(a[0])
-            n = self.make(op, dtype_name(a[1]) if len(a) > 1 else "void", tuple(done[id(s)][1] for s in srcs),
+            n = self.make(op, dtype_name(a[1]) if len(a) > 1 else "void", tuple(done[id(s)][1] for s in _stub_src(x)),
                           a[3] if len(a) > 3 else None, a[4] if len(a) > 4 and self._tags else None)
             done[id(x)] = (x, n)
         return done[id(u)][1]
 
-    def toposort(self, root: int) -> dict[int, None]:
+    def toposort(self, root: int) -> list[int]:
         """Nodes under `root` (included), sources before users, first source first (as UOp.toposort)."""
-        out: dict[int, None] = {}
-        stack = [(root, False)]
-        src = self.src
-        while stack:
-            n, done = stack.pop()
-            if n in out:
-                continue
-            if done:
-                out[n] = None
-                continue
-            stack.append((n, True))
-            stack.extend((s, False) for s in reversed(src[n]) if s not in out)
-        return out
+        return post_order(root, self.src.__getitem__)
+
+
+def _stub_src(u: Stub) -> tuple:
+    return u._args[2] if len(u._args) > 2 else ()
 
 
 # ---- substitution ----
@@ -587,32 +570,6 @@ def _cleaner(base: LiveGraph, dirty: set[int], dvars: dict[int, int], src: list[
 
 # ---- steps ----
 
-@dataclass
-class Step:
-    """The graph after `index` matches (0: the input graph) of one rewrite."""
-
-    index: int
-    match: int | None = None  # index into Rewrite.matches (None for the input graph)
-    sink: int | None = None  # root of the graph (None: not replayed)
-    before: int | None = None  # the matched node (u0)
-    after: int | None = None  # its replacement (u1)
-    created: frozenset[int] = frozenset()  # nodes of u1 that are new in this graph
-    rebuilt: frozenset[int] = frozenset()  # other new nodes (users rebuilt around the replacement)
-    size: int = 0  # nodes in the graph
-    error: str | None = None
-
-
-@dataclass
-class Replay:
-    rewrite: Rewrite
-    steps: list[Step] = field(default_factory=list)
-
-    @property
-    def final(self) -> int | None:
-        """Root of the last replayed graph (None if not even the input could be rebuilt)."""
-        return next((s.sink for s in reversed(self.steps) if s.sink is not None), None)
-
-
 def real_matches(rw: Rewrite) -> list[tuple[int, Match]]:
     """(index, match) of the matches that replaced something (0.10.0 also records visits without a match)."""
     return [(i, m) for i, m in enumerate(rw.matches) if m.after is not None]
@@ -625,17 +582,17 @@ class Replayer:
         self.nodes = nodes
         self.rules = semantics(nodes.release)
 
-    def replay(self, rw: Rewrite) -> Replay:
-        out = Replay(rw)
+    def replay(self, rw: Rewrite) -> RewriteSteps:
+        out = RewriteSteps(rw)
         matches = real_matches(rw)
         try:
             sink = self.nodes.load(rw.sink)
         except ReplayError as e:
             err = f"input graph: {e}"
-            out.steps = [Step(0, error=err)] + [Step(k, i, error=err) for k, (i, _) in enumerate(matches, 1)]
+            out.steps = [GraphStep(0, error=err)] + [GraphStep(k, i, error=err) for k, (i, _) in enumerate(matches, 1)]
             return out
         live = LiveGraph(self.nodes, sink)
-        out.steps.append(Step(0, sink=sink, size=len(live)))
+        out.steps.append(GraphStep(0, sink=sink, size=len(live)))
         if matches:
             _Run(self, out.rewrite, live).steps(out.steps, matches)
         return out
@@ -664,22 +621,22 @@ class _Run:
     def _has_calls(self, nodes: Iterable[int]) -> bool:
         return self.skip is not None and any(self.skip(n) for n in nodes)
 
-    def steps(self, out: list[Step], matches: list[tuple[int, Match]]) -> None:
+    def steps(self, out: list[GraphStep], matches: list[tuple[int, Match]]) -> None:
         failed = None
         for k, (i, m) in enumerate(matches, 1):
             if failed is not None:
-                out.append(Step(k, i, error=f"not replayed: step {failed} failed"))
+                out.append(GraphStep(k, i, error=f"not replayed: step {failed} failed"))
                 continue
             try:
                 u0, u1 = self.nodes.load(m.before), self.nodes.load(m.after)  # type: ignore[arg-type]
             except ReplayError as e:
-                out.append(Step(k, i, self.live.root, size=len(self.live), error=f"match left out: {e}"))
+                out.append(GraphStep(k, i, self.live.root, size=len(self.live), error=f"match left out: {e}"))
                 continue
             step = self.apply(k, i, u0, u1)
             failed = k if step.error else None
             out.append(step)
 
-    def apply(self, k: int, i: int, u0: int, u1: int) -> Step:
+    def apply(self, k: int, i: int, u0: int, u1: int) -> GraphStep:
         if u0 != u1:
             self.dvars[u0] = u1
         error = None
@@ -695,7 +652,7 @@ class _Run:
         if self.memo is not None and self._has_calls(added):
             self.memo = None
         created = self._created(u1, fresh)
-        return Step(k, i, new, u0, u1, created, frozenset(fresh - created), len(self.live), error)
+        return GraphStep(k, i, new, u0, u1, created, frozenset(fresh - created), len(self.live), error)
 
     def _sub(self, u0: int) -> Sub:
         # bookkeeping of where the keys are, in both modes (the memo is dropped when a skippable call shows up)
@@ -733,3 +690,13 @@ class _Run:
                     stack.append(s)
         return frozenset(out)
 
+
+
+def session(log: RewriteLog) -> Replayer:
+    """A new replay session over the log's UOp table."""
+    return Replayer(Nodes(log))
+
+
+def step_graphs(log: RewriteLog) -> StepGraphs:
+    """The step graphs of a rewrites trace (records.StepGraphs), replayed on demand with its release's semantics."""
+    return StepGraphs(log.path, log.release, log.contexts, partial(session, log))

@@ -1,0 +1,79 @@
+"""The public API: readers wired to writers, as the `vizexport` command does (cli.py calls these).
+
+    prof = load_profile("profile.pkl")            # records.Profile
+    log = load_rewrites("rewrites.pkl")           # records.RewriteLog
+    tl = build_timeline(prof, log)                # timeline.Timeline
+    write_trace(tl, "trace.pftrace")              # or .pftrace.gz, .json, .json.gz
+    render_rewrites(log, "docs/rewrites/")        # SVG steps + manifest.json
+    build_site("site/", prof, log)                # static site
+"""
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from .errors import InputError
+from .gcpause import gc_paused
+from .graphs import render_rewrites as render_steps
+from .graphs.manifest import Manifest
+from .output import Progress
+from .perfetto import write_trace
+from .records import Profile, RewriteLog, StepGraphs
+from .site import build_site as write_site
+from .sqtt import Launch, load_launches
+from .summary import Summary, summarize
+from .timeline import Timeline
+from .tinygrad import load_any, load_profile, load_rewrites
+from .tinygrad.replay import step_graphs
+from .tinygrad.timeline import build_timeline as _build_timeline
+
+__all__ = ["build_site", "build_timeline", "decode_launches", "load_any", "load_profile", "load_rewrites",
+           "render_rewrites", "step_graphs", "summarize", "write_trace"]
+
+
+def decode_launches(prof: Profile) -> list[Launch]:
+    """The profile's AMD SQTT/PMC captures grouped per kernel launch and decoded (once: the timeline and the
+    summary share them)."""
+    return load_launches(prof) if prof.captures else []
+
+
+def build_timeline(prof: Profile, rewrites: RewriteLog | None = None, launches: list[Launch] | None = None
+                   ) -> Timeline:
+    """The profile's tracks; with its rewrites trace, kernels also get compile-time estimates and codegen names."""
+    with gc_paused():  # millions of acyclic objects: see gcpause
+        return _build_timeline(prof, rewrites, decode_launches(prof) if launches is None else launches)
+
+
+def render_rewrites(rewrites: RewriteLog | StepGraphs, outdir: Path | str, **options: Any) -> Manifest:
+    """Every rewrite's steps as Graphviz SVGs under `outdir`, with manifest.json (options: graphs.render_rewrites)."""
+    return render_steps(_graphs(rewrites), outdir, **options)
+
+
+def _graphs(rewrites: Any) -> StepGraphs:
+    if isinstance(rewrites, StepGraphs):
+        return rewrites
+    if not isinstance(rewrites, RewriteLog):
+        raise InputError(f"{getattr(rewrites, 'path', rewrites)}: not a rewrites trace (a profile? graphs need "
+                         "rewrites.pkl)")
+    return step_graphs(rewrites)
+
+
+def build_site(outdir: Path | str, profile: Profile | None = None, rewrites: RewriteLog | None = None,
+               progress: Progress | None = None, timeline: Timeline | None = None, summary: Summary | None = None,
+               **render_options: Any) -> Path:
+    """A static site in `outdir` from a profile and/or its rewrites trace; returns its index.html.
+
+    Beside a profile the site holds the trace, a page per kernel and per rewrite context, each distinct step graph
+    stored once (by default the first and last state of each rewrite); with rewrites alone, the folder is the SVG
+    step export with the same pages. `timeline` and `summary` reuse ones already built from `profile`.
+    `render_options` go to graphs.render_rewrites (ctx, rewrite, steps, max_nodes, jobs, …)."""
+    launches = decode_launches(profile) if profile is not None and (timeline is None or summary is None) else []
+    if profile is not None:
+        timeline = build_timeline(profile, rewrites, launches) if timeline is None else timeline
+        summary = summarize(profile, launches) if summary is None else summary
+    graphs = _graphs(rewrites) if rewrites is not None else None
+    site = profile is not None
+    render_options["steps"] = render_options.get("steps") or ("ends" if site else "default")
+    render = partial(render_steps, shared=site, progress=progress, **render_options) if graphs else None
+    return write_site(Path(outdir), summary, graphs, timeline, render, rewrites_dir="rewrites" if site else ".")

@@ -1,0 +1,119 @@
+"""What a profile or a rewrites trace holds, in figures: built once per input by the command, shown by `info` (text
+or JSON) and by the site. Decided by content, not by file name."""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from .records import OPTIONAL, Profile, Release, RewriteLog
+from .sqtt import Launch, launch_counters, load_launches
+
+
+@dataclass
+class ReleaseInfo:
+    release: str
+    confidence: str
+    reason: str
+    candidates: list[str]
+
+    @classmethod
+    def of(cls, r: Release) -> ReleaseInfo:
+        return cls(r.name, r.confidence, r.reason, list(r.candidates))
+
+
+@dataclass
+class SQTTLaunch:
+    """A kernel launch with SQTT blobs: how many shader engines, waves, traced waves and instruction issues."""
+
+    device: str
+    kernel: str
+    run: int
+    blobs: int
+    waves: int
+    traced_waves: int
+    issues: int
+
+
+@dataclass
+class ProfileSummary:
+    file: str
+    kind: str = field(default="profile", init=False)
+    tinygrad: ReleaseInfo
+    n_events: int
+    events: dict[str, dict[str, int]]  # device → kind → pickled events (graph entries on their own devices)
+    span_ns: list[int] | None  # first and last timestamp
+    memory_peak: dict[str, int]  # device → most live buffer bytes at any time
+    unknown_classes: dict[str, int]  # classes not read, with counts
+    pmc: list[dict[str, Any]] | None = field(default=None, metadata=OPTIONAL)  # sqtt.launch_counters rows
+    sqtt: list[SQTTLaunch] | None = field(default=None, metadata=OPTIONAL)
+
+
+@dataclass
+class RewritesSummary:
+    file: str
+    kind: str = field(default="rewrites", init=False)
+    tinygrad: ReleaseInfo
+    contexts: int
+    rewrites: int
+    matches: int  # matches that replaced something
+    match_records: int  # every record (0.10.0 also records visits without a match)
+    uops: int
+
+
+Summary = ProfileSummary | RewritesSummary
+
+
+def summarize(x: Profile | RewriteLog, launches: list[Launch] | None = None) -> Summary:
+    """The figures of a profile (SQTT/PMC launches decoded here unless given) or of a rewrites trace."""
+    if isinstance(x, RewriteLog):
+        rws = [r for c in x.contexts for r in c.rewrites]
+        return RewritesSummary(x.path, ReleaseInfo.of(x.release), len(x.contexts), len(rws),
+                               sum(m.after is not None for r in rws for m in r.matches),
+                               sum(len(r.matches) for r in rws), len(x.uops))
+    out = ProfileSummary(x.path, ReleaseInfo.of(x.release), x.n_events, event_counts(x), time_span(x),
+                         memory_peaks(x), x.unknown)
+    if x.captures:
+        launches = load_launches(x, disasm=False) if launches is None else launches
+        out.pmc = launch_counters(x, launches)
+        out.sqtt = sqtt_launches(launches)
+    return out
+
+
+def memory_peaks(p: Profile) -> dict[str, int]:
+    """Per device that allocated anything, the maximum of its live buffer bytes over time."""
+    has_alloc = {pt.device for pt in p.points if pt.kind == "alloc"}
+    return {dev: max(totals) for dev, (_, totals) in sorted(p.memory().items()) if dev in has_alloc}
+
+
+def event_counts(p: Profile) -> dict[str, dict[str, int]]:
+    """device → kind → number of pickled events (graph entries counted on their own devices)."""
+    out: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for s in p.spans:
+        out[s.device]["graph_entry" if s.graph >= 0 else "range"] += 1
+    for pt in p.points:
+        out[pt.device][pt.kind] += 1
+    for g in p.graphs:
+        out[g.device]["graph"] += 1
+    for pr in p.programs:
+        out[pr.device]["program"] += 1
+    for d in p.devices:
+        out[d.device]["device"] += 1
+    for c in p.captures:
+        out[c.device][c.kind] += 1
+    return {d: dict(sorted(k.items())) for d, k in sorted(out.items())}
+
+
+def time_span(p: Profile) -> list[int] | None:
+    ts = [t for s in p.spans for t in (s.st, s.en) if t is not None] + [pt.ts for pt in p.points]
+    return [min(ts), max(ts)] if ts else None
+
+
+def sqtt_launches(launches: list[Launch]) -> list[SQTTLaunch]:
+    rows = []
+    for la in launches:
+        waves = [w for b in la.blobs for w in b.waves]
+        if la.blobs:
+            rows.append(SQTTLaunch(la.device, la.name, la.run, len(la.blobs), len(waves),
+                                   sum(w.traced for w in waves), sum(len(w.issues) for w in waves)))
+    return rows
