@@ -17,7 +17,7 @@ from .errors import InputError
 from .gcpause import gc_paused
 from .graphs import render_rewrites as render_steps
 from .graphs.manifest import Manifest
-from .output import Progress
+from .output import Progress, atomic_folder
 from .perfetto import write_trace
 from .records import Profile, RewriteLog, StepGraphs
 from .site import build_site as write_site
@@ -61,13 +61,19 @@ def _graphs(rewrites: Any) -> StepGraphs:
 
 def build_site(outdir: Path | str, profile: Profile | None = None, rewrites: RewriteLog | None = None,
                progress: Progress | None = None, timeline: Timeline | None = None, summary: Summary | None = None,
-               **render_options: Any) -> Path:
+               atomic: bool = True, **render_options: Any) -> Path:
     """A static site in `outdir` from a profile and/or its rewrites trace; returns its index.html.
 
     Beside a profile the site holds the trace, a page per kernel and per rewrite context, each distinct step graph
     stored once (by default the first and last state of each rewrite); with rewrites alone, the folder is the SVG
     step export with the same pages. `timeline` and `summary` reuse ones already built from `profile`.
-    `render_options` go to graphs.render_rewrites (ctx, rewrite, steps, max_nodes, jobs, …)."""
+    `atomic`: built beside `outdir`, which it replaces once complete (an existing `outdir` must be empty or an
+    earlier output). `render_options` go to graphs.render_rewrites (ctx, rewrite, steps, max_nodes, jobs, …)."""
+    outdir = Path(outdir)
+    if atomic:
+        with atomic_folder(outdir) as tmp:
+            build_site(tmp, profile, rewrites, progress, timeline, summary, atomic=False, **render_options)
+        return outdir / "index.html"
     launches = decode_launches(profile) if profile is not None and (timeline is None or summary is None) else []
     if profile is not None:
         timeline = build_timeline(profile, rewrites, launches) if timeline is None else timeline
@@ -76,4 +82,4 @@ def build_site(outdir: Path | str, profile: Profile | None = None, rewrites: Rew
     site = profile is not None
     render_options["steps"] = render_options.get("steps") or ("ends" if site else "default")
     render = partial(render_steps, shared=site, progress=progress, **render_options) if graphs else None
-    return write_site(Path(outdir), summary, graphs, timeline, render, rewrites_dir="rewrites" if site else ".")
+    return write_site(outdir, summary, graphs, timeline, render, rewrites_dir="rewrites" if site else ".")

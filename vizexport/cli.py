@@ -19,8 +19,10 @@ from .errors import InputError
 from .gcpause import gc_paused
 from .graphs.export import POLICIES
 from .info import as_json, as_text
-from .output import Progress, write_atomic
+from .limits import GIB, limit_memory, memory_budget
+from .output import Progress, atomic_folder, write_atomic
 from .perfetto import FORMATS, writer_for
+from .pickles import brief
 from .records import Profile, RewriteLog
 from .site.serve import serve
 from .tinygrad.releases import RELEASES
@@ -38,6 +40,8 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help=f"read the pickles as written by this tinygrad release ({', '.join(RELEASES)}); "
                         "default: detected from the content")
     p.add_argument("--debug", action="store_true", help="show a traceback on errors")
+    p.add_argument("--memory-limit", type=float, metavar="GIB", help="cap on data memory in GiB (default: 1 GiB + "
+                   "16 × the inputs' size; input beyond it ends with an error, not with the machine's memory)")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -48,8 +52,8 @@ def parser() -> argparse.ArgumentParser:
     conv = sub.add_parser("convert", help="profile (+ rewrites) → Perfetto trace or Chrome JSON (the default)")
     conv.add_argument("inputs", nargs="+", type=Path, metavar="PICKLE",
                       help="a profile.pkl, optionally with its rewrites.pkl (kind detected from content)")
-    conv.add_argument("-o", "--output", type=Path, required=True, metavar="OUT",
-                      help=f"output file; its name picks the format: {', '.join(FORMATS)}")
+    conv.add_argument("-o", "--output", required=True, metavar="OUT",
+                      help=f"output file, its name picks the format: {', '.join(FORMATS)}; or a folder OUT/")
     conv.add_argument("--no-compress", action="store_true", help="no compressed_packets in .pftrace output")
     rw = conv.add_argument_group("rewrite SVGs (folder output)")
     rw.add_argument("--ctx", metavar="REGEX", help="only rewrite contexts whose name matches")
@@ -71,6 +75,7 @@ def parser() -> argparse.ArgumentParser:
     op.add_argument("--no-browser", action="store_true", help="only print the link (e.g. on a remote machine)")
     op.add_argument("--port", type=int, default=9001, help="9001 is the port the Perfetto UI allows (default)")
     op.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
+    op.add_argument("--memory-limit", type=float, help=argparse.SUPPRESS)
     demo = sub.add_parser("demo", help="run vizexport on its bundled sample (a tinygrad 0.14.0 NULL-device run)")
     demo.add_argument("-o", "--output", type=Path, required=True, metavar="OUTDIR")
     _common(demo)
@@ -87,11 +92,25 @@ def load_inputs(paths: Sequence[Path], version: str | None, need_profile: bool =
         kinds = ", ".join(f"{p} ({'profile' if isinstance(x, Profile) else 'rewrites'})" for p, x in zip(paths, loaded,
                                                                                                         strict=True))
         raise InputError(f"need one profile.pkl and at most one rewrites.pkl, got: {kinds}")
+    if profiles and not profiles[0].n_events:
+        raise InputError(f"{profiles[0].path}: the profile holds no events (nothing to show)")
     return profiles[0] if profiles else None, logs[0] if logs else None
 
 
-def is_folder(output: Path) -> bool:
-    return str(output).endswith(("/", os.sep)) or output.is_dir() or not output.suffix
+def is_folder(output: str) -> bool:
+    """Whether `-o` names a folder (a trailing slash, an existing folder, or a new name without a suffix) rather
+    than a trace file; a name that is neither is refused, and so is anything but a regular file to replace."""
+    path = Path(output)
+    if output.endswith(("/", os.sep)) or path.is_dir():
+        return True
+    if writer_for(path) is None:
+        if path.suffix or path.exists():
+            raise InputError(f"{output}: unknown output format (name a trace {', '.join('*' + f for f in FORMATS)}, "
+                             f"or a folder {output}/)")
+        return True
+    if path.exists() and not path.is_file():
+        raise InputError(f"{output}: is not a regular file (vizexport only replaces regular files)")
+    return False
 
 
 @contextmanager
@@ -110,8 +129,8 @@ def progress_bar(desc: str, unit: str, quiet: bool = False) -> Iterator[Progress
 def convert(inputs: Sequence[Path], output: Path, version: str | None = None, compress: bool = True,
             quiet: bool = False) -> int:
     """PROFILE [REWRITES] → one trace file."""
-    if writer_for(output) is None:
-        raise InputError(f"{output}: unknown output format (name it {', '.join('*' + f for f in FORMATS)})")
+    if is_folder(str(output)):
+        raise InputError(f"{output}: names a folder, not a trace file ({', '.join('*' + f for f in FORMATS)})")
     t0 = time.perf_counter()
     with gc_paused():  # millions of acyclic objects: see gcpause
         prof, log = load_inputs(inputs, version)
@@ -140,9 +159,9 @@ def cmd_convert(args: argparse.Namespace) -> int:
     if is_folder(args.output):
         opts = {"ctx": args.ctx, "rewrite": args.rewrite, "all_steps": args.all_steps, "max_nodes": args.max_nodes,
                 "jobs": args.jobs, "steps": args.steps}
-        export_folder(args.inputs, args.output, args.tinygrad_version, **opts)
+        export_folder(args.inputs, Path(args.output), args.tinygrad_version, **opts)
         return 0
-    return convert(args.inputs, args.output, args.tinygrad_version, not args.no_compress)
+    return convert(args.inputs, Path(args.output), args.tinygrad_version, not args.no_compress)
 
 
 def cmd_open(args: argparse.Namespace) -> int:
@@ -172,10 +191,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
         tl = api.build_timeline(prof, log, launches)
     summaries = [api.summarize(prof, launches), api.summarize(log)]
     print("\n".join(map(as_text, summaries)))
-    with progress_bar("drawing rewrite steps", "") as progress:
-        index = api.build_site(args.output, prof, log, progress=progress, timeline=tl, summary=summaries[0])
-    api.write_trace(tl, args.output / "trace.json.gz")
-    write_atomic(args.output / "info.json", as_json(summaries).encode())
+    with progress_bar("drawing rewrite steps", "") as progress, atomic_folder(args.output) as tmp:
+        api.build_site(tmp, prof, log, progress=progress, timeline=tl, summary=summaries[0], atomic=False)
+        api.write_trace(tl, tmp / "trace.json.gz")
+        write_atomic(tmp / "info.json", as_json(summaries).encode())
+    index = args.output / "index.html"
     print(f"wrote {index}, trace.json.gz and info.json in {time.perf_counter() - t0:.2f} s")
     print(f"open {index} in a browser, or run: vizexport open {args.output / 'trace.pftrace'}")
     return 0
@@ -185,22 +205,54 @@ def _warning_line(message: Warning | str, category: type, *_: object, **__: obje
     return f"vizexport: warning: {message}\n"
 
 
+def inputs_of(args: argparse.Namespace) -> list[Path]:
+    return {"convert": lambda: args.inputs, "info": lambda: args.files, "open": lambda: [args.trace],
+            "demo": sample_files}[args.command]()
+
+
+def describe(e: BaseException, args: argparse.Namespace, limit: int | None) -> str:
+    """One line for a failure: the file it concerns and what went wrong."""
+    names = ", ".join(map(str, inputs_of(args)))
+    if isinstance(e, InputError):
+        return str(e)
+    if isinstance(e, MemoryError):
+        size = f"{limit / GIB:.1f} GiB" if limit else "what the machine has"
+        return f"{names}: needs more memory than its limit of {size} (--memory-limit GIB raises it)"
+    if isinstance(e, OSError):
+        where = e.filename or getattr(args, "output", None) or names
+        return f"{where}: {e.strerror or e}"
+    if isinstance(e, RecursionError):
+        return f"{names}: nests too deeply to read"
+    return f"{names}: {type(e).__name__}: {brief(str(e))} (a corrupt input or a bug; --debug shows where)"
+
+
+COMMAND = {"convert": cmd_convert, "info": cmd_info, "demo": cmd_demo, "open": cmd_open}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """The command, with one error boundary: every failure after parsing is one line on stderr naming the file,
+    exit 1 (2 for usage errors, from argparse), no output left behind (--debug shows the traceback)."""
     warnings.formatwarning = _warning_line  # e.g. a corrupt SQTT blob: one line, decoding goes on
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] not in COMMANDS and argv[0] not in ("-h", "--help", "--version"):
         argv.insert(0, "convert")
     args = parser().parse_args(argv)
+    limit = None
     try:
-        return {"convert": cmd_convert, "info": cmd_info, "demo": cmd_demo, "open": cmd_open}[args.command](args)
-    except InputError as e:
-        if args.debug:
-            raise
-        print(f"vizexport: error: {e}", file=sys.stderr)
-        return 1
+        gib = args.memory_limit
+        limit = limit_memory(memory_budget(inputs_of(args)) if gib is None else int(gib * GIB))
+        return COMMAND[args.command](args)
     except KeyboardInterrupt:
         print("vizexport: interrupted (no output written)", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # e.g. `vizexport info … | head`: the reader has all it wants
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit's flush must not fail again
+        return 141
+    except Exception as e:
+        if args.debug:
+            raise
+        print(f"vizexport: error: {describe(e, args, limit)}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

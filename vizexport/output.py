@@ -1,12 +1,16 @@
-"""Output files appear whole or not at all: written to a temporary file beside the target, then renamed."""
+"""Output files and folders appear whole or not at all: written to a temporary beside the target, then renamed."""
 from __future__ import annotations
 
 import os
 import re
+import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
+
+from .errors import InputError
 
 TMP_SUFFIX = ".part"  # temporary files end so; an interrupted run's leftovers can be found by it
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
@@ -20,16 +24,48 @@ def atomic_file(path: Path) -> Iterator[BinaryIO]:
     made only when missing."""
     tmp = f"{path.parent}/.{path.name}.{os.getpid()}{TMP_SUFFIX}"
     try:
-        fd = os.open(tmp, _CREATE, 0o666)
-    except FileNotFoundError:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(tmp, _CREATE, 0o666)
+        try:
+            fd = os.open(tmp, _CREATE, 0o666)
+        except FileNotFoundError:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(tmp, _CREATE, 0o666)
+    except OSError as e:  # named by the file the user asked for, not the temporary one
+        raise OSError(e.errno, f"cannot write: {e.strerror}", str(path)) from None
     try:
         with os.fdopen(fd, "wb") as f:
             yield f
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)
+        raise
+
+
+OURS = ("index.html", "manifest.json")  # a folder holding one of these at its top is an earlier vizexport output
+
+
+@contextmanager
+def atomic_folder(path: Path) -> Iterator[Path]:
+    """A folder to build `path` in: a temporary sibling that replaces `path` only once complete (an error leaves
+    `path` as it was). An existing `path` must be empty or an earlier vizexport output: it is replaced whole."""
+    if path.exists() and (not path.is_dir() or (any(path.iterdir()) and not any((path / f).exists() for f in OURS))):
+        raise InputError(f"{path}: exists and is not an empty folder or an earlier vizexport output (choose a new "
+                         "or empty folder)")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=TMP_SUFFIX, dir=path.parent))
+    mask = os.umask(0)
+    os.umask(mask)
+    os.chmod(tmp, 0o777 & ~mask)  # as a folder made with mkdir would be (mkdtemp makes it private)
+    try:
+        yield tmp
+        if path.exists():  # swap: the old output goes only once the new one is in place
+            old = path.with_name(f".{path.name}.{os.getpid()}.old")
+            os.rename(path, old)
+            os.rename(tmp, path)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.rename(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
         raise
 
 

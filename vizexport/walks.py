@@ -15,12 +15,17 @@ class CycleError(ValueError):
         self.node = node
 
 
+class BudgetError(ValueError):
+    """A walk met more source references than it may (unpickled graphs can share huge source lists)."""
+
+
 def post_order(root: T, sources: Callable[[T], Sequence[T]], done: Container[Hashable] = (),
-               key: Callable[[T], Hashable] | None = None) -> list[T]:
+               key: Callable[[T], Hashable] | None = None, budget: int | None = None) -> list[T]:
     """The nodes under `root` (itself included) that are not in `done`, each once, sources before their users and
     the first source first (tinygrad's toposort order). Iterative: graphs are tens of thousands deep. Raises
-    CycleError when a node is its own ancestor, however the graph was made. `key` identifies a node (default: the
-    node itself; `id` for objects)."""
+    CycleError when a node is its own ancestor, however the graph was made, and BudgetError when the new nodes
+    hold more than `budget` source references in all. `key` identifies a node (default: the node itself; `id` for
+    objects)."""
     ident = key or _same
     out: list[T] = []
     finished: set[Hashable] = set()
@@ -38,7 +43,12 @@ def post_order(root: T, sources: Callable[[T], Sequence[T]], done: Container[Has
                 raise CycleError(n)
             on_path.add(k)
             stack.append((n, True))
-            stack.extend((s, False) for s in reversed(sources(n)) if ident(s) not in finished)
+            srcs = sources(n)
+            if budget is not None:
+                budget -= len(srcs)
+                if budget < 0:
+                    raise BudgetError("a graph walk met more source references than its budget")
+            stack.extend((s, False) for s in reversed(srcs) if ident(s) not in finished)
     return out
 
 

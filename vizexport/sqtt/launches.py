@@ -12,6 +12,7 @@ import logging
 import warnings
 from collections import defaultdict
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 from ..devices import device_root, is_copy
@@ -22,6 +23,7 @@ from .pcmap import walk_pcs
 from .waves import BlobTrace, analyze
 
 log = logging.getLogger(__name__)
+MARKER_WRAP = 1 << 35  # a marker this much below the last is the 36-bit counter wrapping (RDNA3), not going back
 
 
 class SQTTWarning(UserWarning):
@@ -136,6 +138,11 @@ def decode_blob(c: Capture, la: Launch, strict: bool = True) -> BlobTrace:
         p.truncate(0, f"layout {p.layout} ({arch_of_layout(p.layout)}) does not match the device ({la.target})")
     bt = analyze(p, c.se if isinstance(c.se, int) else 0, bool(c.itrace))
     problems = [p.error] if p.error else []
+    if not c.blob:
+        problems.append("the blob is empty")
+    ticks = [t for _, t in bt.markers]
+    if back := sum(0 < a - b < MARKER_WRAP for a, b in pairwise(ticks)):
+        problems.append(f"{back} clock marker(s) earlier than the one before (a repeated or corrupt stream)")
     header = 8 if p.arch == "cdna" else 0  # tinygrad's synthetic gfx9 header
     if p.arch and (len(p.data) - header) % 32:
         problems.append(f"{len(p.data)} bytes is not a whole number of 32-byte lines (cut short?)")

@@ -17,12 +17,17 @@ DTYPES = {"DType", "PtrDType", "ImageDType"}
 PLAIN = (type(None), bool, int, str, bytes)
 WIDTH = 40  # characters per label line
 LINES = 4  # label lines per argument
+MAX_NESTING = 64  # arguments nested deeper are a corrupt or hostile trace
+TEXT_CALLS = 4096  # nested values formatted for one label at most (shared structures would take forever)
 
 
-def arg_key(x: Any, uop: Callable[[Any], int]) -> Hashable:
+def arg_key(x: Any, uop: Callable[[Any], int], memo: dict[int, Hashable] | None = None, depth: int = 0
+            ) -> Hashable:
     """A hashable stand-in for `x` that compares like tinygrad compares the real argument.
 
     `uop` interns a UOp stand-in met inside an argument (0.10.x and 0.11 args hold UOps) and returns its node id.
+    `memo` (by identity) keeps the work linear in the argument's size when it shares parts. Raises ValueError for
+    an argument nested more than MAX_NESTING deep.
     """
     t = type(x)
     if t in PLAIN or t is float:
@@ -31,20 +36,30 @@ def arg_key(x: Any, uop: Callable[[Any], int]) -> Hashable:
         return ("ConstFloat", struct.pack("<d", float(x)))
     if isinstance(x, EnumValue):
         return (x._enum, int(x))
+    memo = {} if memo is None else memo
+    hit = memo.get(id(x))
+    if hit is not None:
+        return hit
+    if depth > MAX_NESTING:
+        raise ValueError(f"an argument nested more than {MAX_NESTING} deep")
+    d = depth + 1
     if t in (tuple, list):
-        return (t.__name__, *(arg_key(v, uop) for v in x))
-    if t in (set, frozenset):
-        return frozenset(arg_key(v, uop) for v in x)
-    if t is dict:
-        return ("dict", *((arg_key(k, uop), arg_key(v, uop)) for k, v in x.items()))
-    if isinstance(x, Stub):
+        key: Hashable = (t.__name__, *(arg_key(v, uop, memo, d) for v in x))
+    elif t in (set, frozenset):
+        key = frozenset(arg_key(v, uop, memo, d) for v in x)
+    elif t is dict:
+        key = ("dict", *((arg_key(k, uop, memo, d), arg_key(v, uop, memo, d)) for k, v in x.items()))
+    elif isinstance(x, Stub):
         if class_name(x) == "UOp":
             return ("UOp", uop(x))
-        fields = tuple((k, arg_key(v, uop)) for k, v in x.__dict__.items() if k != "_args")
-        return (x._qualname, arg_key(x._args, uop), fields)
-    if isinstance(x, (int, float, str, bytes)):  # other builtin subclasses
+        fields = tuple((k, arg_key(v, uop, memo, d)) for k, v in x.__dict__.items() if k != "_args")
+        key = (x._qualname, arg_key(x._args, uop, memo, d), fields)
+    elif isinstance(x, (int, float, str, bytes)):  # other builtin subclasses
         return (t.__name__, x)
-    return (t.__name__, id(x))  # unknown object: equal to itself only
+    else:
+        return (t.__name__, id(x))  # unknown object: equal to itself only
+    memo[id(x)] = key
+    return key
 
 
 def _clip(s: str, width: int = WIDTH) -> str:
@@ -62,6 +77,8 @@ class ArgText:
     def __init__(self, release: str, op_name: Callable[[int], str]) -> None:
         self.release = release
         self.op_name = op_name  # name of a table UOp id (0.11/0.12 Kernel args point at their AST by id)
+        self._calls = TEXT_CALLS  # left for the label being made
+        self._nesting = 0
 
     def lines(self, x: Any) -> list[str]:
         """The argument as at most LINES label lines of at most WIDTH characters ([] for None)."""
@@ -83,7 +100,19 @@ class ArgText:
         return out
 
     def short(self, x: Any, depth: int = 0) -> str:
-        """One-line text of any argument value."""
+        """One-line text of any argument value (bounded: a value too large or deep to show ends in '…')."""
+        if self._nesting == 0:  # a new text: a new budget
+            self._calls = TEXT_CALLS
+        self._calls -= 1
+        if self._calls < 0 or self._nesting > MAX_NESTING:
+            return "…"
+        self._nesting += 1
+        try:
+            return self._short(x, depth)
+        finally:
+            self._nesting -= 1
+
+    def _short(self, x: Any, depth: int) -> str:
         if isinstance(x, EnumValue):
             return self.enum(x)
         if isinstance(x, bool) or x is None:

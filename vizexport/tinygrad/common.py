@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from ..pickles import class_name
+from ..pickles import brief, class_name
 from ..records import Key
 
 _SGR = re.compile(r"\x1b\[([0-9;]*)m")
@@ -35,9 +35,34 @@ def strip_ansi(s: str) -> tuple[str, str | None]:
 _PAD = ("000", "00", "0", "")
 
 
+def text(x: Any) -> str:
+    """A text field as read: the text itself, anything else (a corrupt or hostile pickle) as a short bounded repr."""
+    return x if type(x) is str else brief(x)
+
+
+def plain_value(x: Any) -> int | str | None:
+    """x as a plain int or str (stand-ins of either made plain), or None for anything else."""
+    if type(x) in (int, str, bool):
+        return x
+    if isinstance(x, int):
+        return int(x)
+    return str(x) if isinstance(x, str) else None
+
+
+NS_LIMIT = 1 << 63  # timestamps are int64 ns downstream (numpy columns, varints)
+
+
 def ns(us: Any) -> int:
     """Microseconds → integer nanoseconds, rounded half-even. tinygrad's Decimal µs arrive as their exact text
-    (see pickles.SAFE_GLOBALS); the usual '123.456' form is parsed without building a Decimal."""
+    (see pickles.DECIMAL_TEXT); the usual '123.456' form is parsed without building a Decimal. Anything but a
+    number or its text, or a time beyond int64 ns, raises ValueError."""
+    v = _ns(us)
+    if -NS_LIMIT <= v < NS_LIMIT:
+        return v
+    raise ValueError(f"timestamp out of range: {brief(us)} µs")
+
+
+def _ns(us: Any) -> int:
     if type(us) is str:
         if us[-4:-3] == ".":  # the usual exactly-ns text: drop the point
             try:
@@ -52,7 +77,12 @@ def ns(us: Any) -> int:
                 pass
         us = Decimal(us)  # exponent form or sub-ns digits: exact rounding
     if type(us) is Decimal:
-        return int(us.scaleb(3).to_integral_value())
+        v = us.scaleb(3).to_integral_value()
+        if not v.is_finite() or v.adjusted() > 19:  # before int(): '1e999999999' would make a billion digits
+            raise ValueError(f"timestamp out of range: {brief(str(us))} µs")
+        return int(v)
+    if type(us) not in (int, float) or us != us or us in (float("inf"), float("-inf")):
+        raise ValueError(f"not a timestamp: {brief(us)}")
     return round(us * 1000)
 
 
@@ -104,29 +134,26 @@ def as_key(name: Any) -> Key:
     if type(name) is str:
         return Key(*strip_ansi(name))
     if class_name(name) != "TracingKey":
-        return Key(str(name))
+        return Key(text(name))
     d = name.__dict__
-    text, color = strip_ansi(str(d.get("display_name", "")))
-    keys = tuple(k for k in d.get("keys") or () if isinstance(k, (str, bytes)))
+    name_text, color = strip_ansi(text(d.get("display_name", "")))
+    keys = tuple(k for k in sequence(d.get("keys")) if type(k) in (str, bytes))
     cat = d.get("cat")
-    return Key(text, color, keys, plain_value(d.get("ret")), traceback(d.get("tb")), None if cat is None else str(cat))
+    return Key(name_text, color, keys, plain_value(d.get("ret")), traceback(d.get("tb")),
+               None if cat is None else text(cat))
 
 
-def plain_value(x: Any) -> int | str | None:
-    """x as a plain int or str (stand-ins of either made plain), or None for anything else."""
-    if type(x) in (int, str, bool):
-        return x
-    if isinstance(x, int):
-        return int(x)
-    return str(x) if isinstance(x, str) else None
+def sequence(x: Any) -> tuple | list:
+    """x if it is a tuple or list, else empty (a field that should hold several values)."""
+    return x if type(x) in (tuple, list) else ()
 
 
 def traceback(tb: Any) -> tuple[tuple[str, int, str, str], ...] | None:
     """A TracingKey's Python traceback as (file, line, function, code) entries; other entries are left out."""
-    if not isinstance(tb, (tuple, list)):
+    if type(tb) not in (tuple, list):
         return None
-    return tuple((str(f), line if isinstance(line, int) else -1, str(fn), str(code))
-                 for f, line, fn, code in (e for e in tb if isinstance(e, (tuple, list)) and len(e) == 4))
+    return tuple((text(f), line if type(line) is int else -1, text(fn), text(code))
+                 for f, line, fn, code in (e for e in tb if type(e) in (tuple, list) and len(e) == 4))
 
 
 def dtype_name(dt: Any) -> str:
@@ -135,8 +162,8 @@ def dtype_name(dt: Any) -> str:
         return dt.removeprefix("dtypes.")
     args = getattr(dt, "_args", ())
     if len(args) < 3:
-        return str(dt)
-    name = str(args[2])
+        return text(dt)
+    name = text(args[2])
     if class_name(dt) in ("PtrDType", "ImageDType"):
         return dtype_name(args[6]) + "*" if len(args) > 6 else name + "*"
     return f"{name}{args[4]}" if len(args) > 4 and isinstance(args[4], int) and args[4] > 1 else name

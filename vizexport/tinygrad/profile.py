@@ -9,7 +9,7 @@ from typing import Any
 
 from .. import pickles
 from ..gcpause import gc_paused
-from ..pickles import InputError, class_name
+from ..pickles import InputError, StandInType, class_name
 from ..records import (
     Alloc,
     Capture,
@@ -25,7 +25,7 @@ from ..records import (
     Release,
     Span,
 )
-from .common import as_key, dtype_bits, dtype_name, ns, ns_column, plain_value, strip_ansi
+from .common import as_key, dtype_bits, dtype_name, ns, ns_column, plain_value, sequence, strip_ansi, text
 from .releases import profile_release, uop_leaf, with_override
 
 EMPTY = Release("unknown", "ambiguous", "empty profile: nothing to tell the release by")
@@ -103,14 +103,31 @@ def is_rewrites(obj: Any) -> bool:
 _clean_name = lru_cache(maxsize=4096)(strip_ansi)  # exec and marker names repeat once per launch / step
 
 LEAF_EVENTS = 20000  # release detection looks at UOps in the first this many events
+LEAF_VISITS = 100_000  # … and visits at most this many of their nodes
+_HASHABLE = frozenset((str, bytes, int, float, bool, type(None)))
+_TEXT, _KEY = frozenset((str,)), frozenset((bytes, type(None)))
+
+
+def _cheap_to_hash(keys: Any, ret: Any, tb: Any, name: Any, cat: Any) -> bool:
+    """Whether a TracingKey's payload hashes in time linear in its size: scalars, stand-ins (hashed by identity),
+    a traceback of (file, line, function, code) frames. Checked with C-level maps (this runs per host span): a
+    payload of shared nested tuples from a hostile pickle would take hours to hash."""
+    if type(keys) is not tuple or type(name) is not str or type(ret) not in _HASHABLE or type(cat) not in _HASHABLE:
+        return False
+    if not all(t in _HASHABLE or type(t) is StandInType for t in set(map(type, keys))):
+        return False
+    return tb is None or (type(tb) is tuple and set(map(type, tb)) <= {tuple} and set(map(len, tb)) <= {4} and
+                          set(map(type, chain.from_iterable(tb))) <= {str, int})
 
 
 def _const_leaves(events: list) -> list[tuple[int, bool]]:
     """CONST observations from UOps inside TracingKey.keys of host spans (for the 0.14.0/master decision)."""
     out: list[tuple[int, bool]] = []
     seen: set[int] = set()
-    stack = [k for e in events for k in (e.name.__dict__.get("keys") or ()) if class_name(k) == "UOp"]
-    while stack and len(out) < 2000:
+    stack = [k for e in events for k in sequence(e.name.__dict__.get("keys")) if class_name(k) == "UOp"]
+    visits = 0
+    while stack and len(out) < 2000 and visits < LEAF_VISITS:
+        visits += 1
         u = stack.pop()
         if id(u) in seen or len(u._args) < 4:
             continue
@@ -118,7 +135,7 @@ def _const_leaves(events: list) -> list[tuple[int, bool]]:
         op, dtype, src, arg = u._args[:4]
         if (leaf := uop_leaf(op, dtype, src, arg)) is not None:
             out.append(leaf)
-        stack.extend(s for s in src if class_name(s) == "UOp")
+        stack.extend(s for s in sequence(src)[:LEAF_VISITS] if class_name(s) == "UOp")
     return out
 
 
@@ -216,12 +233,12 @@ class _Reader:
         d = getattr(name, "__dict__", None)
         if class_name(name) != "TracingKey" or d is None:
             return as_key(name)
-        ret, keys = d.get("ret"), d.get("keys") or ()
-        content = (d.get("display_name"), tuple(type(x) for x in keys), keys, type(ret), ret, d.get("tb"), d.get("cat"))
-        try:
-            k = self.keys.get(content)
-        except TypeError:  # unhashable payload: not shared
+        ret, keys, tb, cat = d.get("ret"), d.get("keys") or (), d.get("tb"), d.get("cat")
+        display = d.get("display_name")
+        if not _cheap_to_hash(keys, ret, tb, display, cat):  # unusual payload: not shared, never hashed
             return as_key(name)
+        content = (display, tuple(type(x) for x in keys), keys, type(ret), ret, tb, cat)
+        k = self.keys.get(content)
         if k is None:
             k = self.keys[content] = as_key(name)
         return k
@@ -239,9 +256,13 @@ class _Reader:
         keys = [get_key(n) if type(n) is str else get_id(id(n)) for n in names]
         if not all(keys):  # a name seen for the first time (a Key is always true)
             keys = [k or self.key(n) for k, n in zip(keys, names, strict=True)]
-        self.unparsed.append((len(self.prof.spans), list(map(itemgetter("device"), ds)), keys,
-                              list(map(itemgetter("st"), ds)), list(map(dict.get, ds, repeat("en"))),
-                              list(map(dict.get, ds, repeat("profile_key"))),
+        devices, profile_keys = list(map(itemgetter("device"), ds)), list(map(dict.get, ds, repeat("profile_key")))
+        if not set(map(type, devices)) <= _TEXT:  # checked a column at a time: the usual case costs one C loop
+            devices = list(map(text, devices))
+        if not set(map(type, profile_keys)) <= _KEY:
+            profile_keys = [k if type(k) is bytes else None for k in profile_keys]
+        self.unparsed.append((len(self.prof.spans), devices, keys, list(map(itemgetter("st"), ds)),
+                              list(map(dict.get, ds, repeat("en"))), profile_keys,
                               list(map(bool, map(dict.get, ds, repeat("is_copy"), repeat(False))))))
         self.prof.spans += repeat(None, len(ds))
 
@@ -260,37 +281,48 @@ class _Reader:
 
     def point(self, e: Any) -> None:
         d = e.__dict__
-        kind, arg = d.get("name", ""), d.get("arg")
-        if kind == "alloc" and isinstance(arg, dict):
-            count, dt, nbytes = int(arg.get("sz") or 0), arg.get("dtype"), arg.get("nbytes")
-            arg = Alloc(0 if nbytes is None else int(nbytes), dtype_name(dt), count)
+        kind, arg, device, key = d.get("name", ""), d.get("arg"), d.get("device", ""), d.get("key")
+        if type(kind) is not str or type(device) is not str:
+            kind, device = text(kind), text(device)
+        if type(key) is not int:
+            key = plain_value(key)
+        if kind == "alloc" and type(arg) is dict:
+            count, dt, nbytes = _count(arg.get("sz") or 0), arg.get("dtype"), arg.get("nbytes")
+            arg = Alloc(0 if nbytes is None else _count(nbytes), dtype_name(dt), count)
             if nbytes is None:
                 self.allocs.append((arg, dt))
-        elif kind == "exec" and isinstance(arg, dict):
-            name, color = _clean_name(str(arg.get("name", "")))
-            arg = Exec(name, color, dict(arg.get("var_vals") or {}), list(arg.get("bufs") or ()),
-                       tuple(arg.get("inputs") or ()), tuple(arg.get("outputs") or ()),
-                       tuple(str(getattr(m, "__dict__", {}).get("name", m)) for m in arg.get("metadata") or ()))
-        elif kind == "marker" and isinstance(arg, dict):
-            arg = Marker(_clean_name(str(arg.get("name", "")))[0], arg.get("color"))
-        self.prof.points.append(Point(d.get("device", ""), kind, ns(d["ts"]), d.get("key"), arg))
+        elif kind == "exec" and type(arg) is dict:
+            name, color = _clean_name(text(arg.get("name", "")))
+            arg = Exec(name, color, _var_vals(arg.get("var_vals")), [plain_value(b) for b in sequence(arg.get("bufs"))],
+                       _ints(arg.get("inputs")), _ints(arg.get("outputs")),
+                       tuple(text(getattr(m, "__dict__", {}).get("name", m)) for m in sequence(arg.get("metadata"))))
+        elif kind == "marker" and type(arg) is dict:
+            color = arg.get("color")
+            arg = Marker(_clean_name(text(arg.get("name", "")))[0], None if color is None else text(color))
+        self.prof.points.append(Point(device, kind, ns(d["ts"]), key, arg))
 
     def graph(self, e: Any) -> None:
         self._read_ranges()  # entries are indexed in prof.spans: the ranges before them come first
         d, spans = e.__dict__, self.prof.spans
-        sigs = [ns(s) for s in d.get("sigs") or ()]
+        sigs = [ns(s) for s in sequence(d.get("sigs"))]
         first = len(spans)
-        for ent in d.get("ents") or ():
+        ents = sequence(d.get("ents"))
+        for ent in ents:
             x = ent.__dict__
-            spans.append(Span(x["device"], self.key(x.get("name", "")), sigs[x["st_id"]], sigs[x["en_id"]],
-                              x.get("profile_key"), len(self.prof.graphs), bool(x.get("is_copy", False))))
+            spans.append(Span(text(x["device"]), self.key(x.get("name", "")), sigs[_index(x["st_id"], sigs)],
+                              sigs[_index(x["en_id"], sigs)], _program_key(x.get("profile_key")),
+                              len(self.prof.graphs), bool(x.get("is_copy", False))))
         device = spans[first].device if len(spans) > first else ""
-        self.prof.graphs.append(GraphBatch(device, list(range(first, len(spans))), list(d.get("deps") or ()), sigs))
+        deps = [[i for i in (x if type(x) in (list, tuple) else (x,)) if type(i) is int and 0 <= i < len(ents)]
+                for x in sequence(d.get("deps"))]
+        self.prof.graphs.append(GraphBatch(device, list(range(first, len(spans))), deps, sigs))
 
     def program(self, e: Any) -> None:
         d = e.__dict__
-        self.prof.programs.append(Program(d.get("device", ""), strip_ansi(str(d.get("name", "")))[0], d.get("lib"),
-                                          d.get("base"), d.get("tag"), d.get("profile_key")))
+        base = d.get("base")
+        self.prof.programs.append(Program(text(d.get("device", "")), strip_ansi(text(d.get("name", "")))[0],
+                                          _blob(d.get("lib")), base if type(base) is int else None,
+                                          plain_value(d.get("tag")), _program_key(d.get("profile_key"))))
 
     def device(self, e: Any) -> None:
         d = e.__dict__
@@ -298,25 +330,66 @@ class _Reader:
             comp = copy = ns(d.get("tdiff") or 0)
         else:
             comp, copy = ns(d.get("comp_tdiff") or 0), ns(d.get("copy_tdiff") or 0)
-        self.offsets[d["device"]] = (comp, copy)
-        self.prof.devices.append(DeviceInfo(d["device"], comp, copy, d.get("props")))
+        device, props = text(d["device"]), d.get("props")
+        self.offsets[device] = (comp, copy)
+        props = {text(k): plain_value(v) for k, v in props.items()} if type(props) is dict else None
+        self.prof.devices.append(DeviceInfo(device, comp, copy, props))
 
     def sqtt(self, e: Any) -> None:
         d = e.__dict__
-        self.prof.captures.append(Capture("sqtt", d.get("device", ""), plain_value(d.get("kern")), d.get("blob") or b"",
-                                          d.get("exec_tag"), d.get("se"), d.get("itrace")))
+        se, itrace = d.get("se"), d.get("itrace")
+        self.prof.captures.append(Capture("sqtt", text(d.get("device", "")), plain_value(d.get("kern")),
+                                          _blob(d.get("blob")) or b"", plain_value(d.get("exec_tag")),
+                                          se if type(se) is int else None, None if itrace is None else bool(itrace)))
 
     def pmc(self, e: Any) -> None:
         d = e.__dict__
-        sched = [PMCSample(**{f: s.__dict__.get(f) for f in PMCSample.__slots__}) for s in d.get("sched") or ()]
-        self.prof.captures.append(Capture("pmc", d.get("device", ""), plain_value(d.get("kern")), d.get("blob") or b"",
-                                          d.get("exec_tag"), sched=sched))
+        sched = [_pmc_sample(s.__dict__) for s in sequence(d.get("sched"))]
+        self.prof.captures.append(Capture("pmc", text(d.get("device", "")), plain_value(d.get("kern")),
+                                          _blob(d.get("blob")) or b"", plain_value(d.get("exec_tag")), sched=sched))
 
     def pma(self, e: Any) -> None:
         d = e.__dict__
-        self.prof.captures.append(Capture("pma", d.get("device", ""), plain_value(d.get("kern")), d.get("blob") or b"",
-                                          d.get("exec_tag"), profile_key=d.get("profile_key")))
+        self.prof.captures.append(Capture("pma", text(d.get("device", "")), plain_value(d.get("kern")),
+                                          _blob(d.get("blob")) or b"", plain_value(d.get("exec_tag")),
+                                          profile_key=_program_key(d.get("profile_key"))))
 
     def unknown(self, e: Any) -> None:
         name = class_name(e) or type(e).__name__
         self.prof.unknown[name] = self.prof.unknown.get(name, 0) + 1
+
+
+# ---- fields as the records type them (a corrupt or hostile pickle can put anything anywhere) ----
+
+def _count(x: Any) -> int:
+    if type(x) is not int or x < 0:
+        raise ValueError(f"a size that is not a count: {text(x)}")
+    return x
+
+
+def _index(x: Any, into: list) -> int:
+    if type(x) is not int or not 0 <= x < len(into):
+        raise ValueError(f"a signal index out of range: {text(x)}")
+    return x
+
+
+def _ints(x: Any) -> tuple[int, ...]:
+    return tuple(i for i in sequence(x) if type(i) is int)
+
+
+def _var_vals(x: Any) -> dict[str, int]:
+    return {k: v for k, v in x.items() if type(k) is str and type(v) is int} if type(x) is dict else {}
+
+
+def _blob(x: Any) -> bytes | None:
+    return x if type(x) is bytes else bytes(x) if type(x) is bytearray else None
+
+
+def _program_key(x: Any) -> bytes | None:
+    return x if type(x) is bytes else None
+
+
+def _pmc_sample(d: dict) -> PMCSample:
+    name, block, regsample = (text(d.get(f, "")) for f in ("name", "block", "regsample"))
+    return PMCSample(name, block, *(v if type(v := d.get(f)) is int else 0 for f in PMCSample.__slots__[2:-1]),
+                     regsample)

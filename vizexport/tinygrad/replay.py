@@ -20,11 +20,11 @@ from functools import partial
 from itertools import repeat
 from typing import Any
 
-from ..pickles import EnumValue, Stub
+from ..pickles import Stub
 from ..records import GraphStep, Match, Rewrite, RewriteLog, RewriteSteps, StepGraphs, UOpRec
-from ..walks import CycleError, post_order
+from ..walks import BudgetError, CycleError, post_order
 from .args import ArgText, arg_key
-from .common import dtype_name
+from .common import dtype_name, text
 from .look import ERROR_OP, NodeLook
 from .releases import enum_table
 
@@ -33,6 +33,15 @@ OPAQUE_BODIES = frozenset({"SINK", "PROGRAM", "LINEAR", "COPY", "CUSTOM_FUNCTION
 PASS_DTYPE = frozenset({"LOAD", "UNSHARD", "REDUCE", "AFTER", "RANGE", "CONTIGUOUS", "CONTIGUOUS_BACKWARD", "COPY",
                         "STAGE", "DETACH", "MSTACK", "MSELECT", "ALLREDUCE", "SPECIAL", "EXP2", "LOG2", "SIN", "SQRT",
                         "RECIPROCAL", "NEG", "TRUNC", "RESHAPE", "EXPAND", "PERMUTE", "PAD", "SHRINK", "FLIP"})
+WORK_PER_EDGE, WORK_BASE = 64, 4_000_000  # source references a session may create, per one of the UOp table's
+
+
+def work_budget(log: RewriteLog) -> int:
+    """Source references one replay session may create: real sessions stay near 10 per reference of the table; a
+    crafted trace (a huge sink rebuilt at each of many matches) would otherwise take hours and gigabytes."""
+    return WORK_PER_EDGE * sum(len(u.src) for u in log.uops.values()) + WORK_BASE
+
+
 SAME_DTYPE = frozenset({"ADD", "MUL", "CDIV", "MAX", "CMOD", "SUB", "FDIV", "FLOORDIV", "FLOORMOD", "IDIV", "MOD",
                         "XOR", "OR", "AND", "POW", "MULACC", "THREEFRY"})
 
@@ -72,8 +81,9 @@ class Nodes(NodeLook):
     """Hash-consed UOp nodes (ints) of one replay session: equal (op, dtype, src, arg, tag) are one node. With
     NodeLook, the records.StepNodes that writers draw."""
 
-    def __init__(self, log: RewriteLog) -> None:
+    def __init__(self, log: RewriteLog, budget: int | None = None) -> None:
         self.table: dict[int, UOpRec] = log.uops
+        self.work = work_budget(log) if budget is None else budget  # source references this session may still make
         self.release = log.release.name
         self.op: list[str] = []
         self.dtype: list[str] = []
@@ -87,6 +97,7 @@ class Nodes(NodeLook):
         self._loaded: dict[int, int] = {}  # table id → node
         self._keys: dict[int, tuple[Any, Hashable]] = {}  # id(argument object) → (object, key)
         self._embedded: dict[int, tuple[Stub, int]] = {}  # id(UOp stand-in inside an argument) → (it, node)
+        self._arg_memo: dict[int, Hashable] = {}  # id(part of an argument) → its key
         self._ops = enum_table(self.release)
         self._tags = semantics(self.release).tags
         # 0.11/0.12 Kernel args point at their AST by table id
@@ -103,6 +114,10 @@ class Nodes(NodeLook):
 
     def _add(self, op: str, dtype: str, src: tuple[int, ...], arg: Any, tag: Any, akey: Hashable, tkey: Hashable
              ) -> int:
+        if src:
+            self.work -= len(src)
+            if self.work < 0:
+                raise ReplayError("the replay exceeded its work budget (a corrupt or crafted trace)")
         n = self._index[(op, dtype, src, akey, tkey)] = len(self.op)
         if op in CALLS:
             self.calls = True
@@ -147,10 +162,14 @@ class Nodes(NodeLook):
         return hit[1]
 
     def _arg_key(self, x: Any) -> Hashable:
-        # 0.11/0.12: a KERNEL's arg names its AST by table id; tinygrad rebuilds that AST, so compare the AST nodes
-        if isinstance(x, Stub) and isinstance(ast := x.__dict__.get("ast"), int) and ast in self.table:
-            return (x._qualname, self.load(ast), arg_key(x.__dict__.get("metadata"), self.embedded))
-        return arg_key(x, self.embedded)
+        memo = self._arg_memo
+        try:
+            # 0.11/0.12: a KERNEL's arg names its AST by table id; tinygrad rebuilds that AST: compare the AST nodes
+            if isinstance(x, Stub) and isinstance(ast := x.__dict__.get("ast"), int) and ast in self.table:
+                return (x._qualname, self.load(ast), arg_key(x.__dict__.get("metadata"), self.embedded, memo))
+            return arg_key(x, self.embedded, memo)
+        except ValueError as e:  # nested too deeply
+            raise ReplayError(str(e)) from None
 
     def load(self, tid: int) -> int:
         """The node of UOp `tid` of the table (and of everything below it)."""
@@ -181,12 +200,16 @@ class Nodes(NodeLook):
         if hit is not None:
             return hit[1]
         try:
-            order = post_order(u, _stub_src, done, key=id)
+            order = post_order(u, _stub_src, done, key=id, budget=max(self.work, 0))
         except CycleError:
             raise ReplayError("a UOp inside an argument is its own ancestor") from None
+        except BudgetError:
+            raise ReplayError("the UOps inside an argument exceed the replay's work budget") from None
         for x in order:
             a = x._args
-            op = self._ops.get(int(a[0]), f"Ops({int(a[0])})") if isinstance(a[0], (int, EnumValue)) else str(a[0])
+            if not a or not isinstance(a[0], int):
+                raise ReplayError(f"a UOp inside an argument has no op: {text(x)}")
+            op = self._ops.get(int(a[0]), f"Ops({int(a[0])})")
             n = self.make(op, dtype_name(a[1]) if len(a) > 1 else "void", tuple(done[id(s)][1] for s in _stub_src(x)),
                           a[3] if len(a) > 3 else None, a[4] if len(a) > 4 and self._tags else None)
             done[id(x)] = (x, n)
@@ -198,6 +221,8 @@ class Nodes(NodeLook):
 
 
 def _stub_src(u: Stub) -> tuple:
+    if not isinstance(u, Stub) or (len(u._args) > 2 and type(u._args[2]) is not tuple):
+        raise ReplayError(f"a UOp inside an argument has a source that is not a UOp: {text(u)}")
     return u._args[2] if len(u._args) > 2 else ()
 
 
@@ -692,11 +717,11 @@ class _Run:
 
 
 
-def session(log: RewriteLog) -> Replayer:
-    """A new replay session over the log's UOp table."""
-    return Replayer(Nodes(log))
+def session(log: RewriteLog, budget: int | None = None) -> Replayer:
+    """A new replay session over the log's UOp table (`budget`: see work_budget)."""
+    return Replayer(Nodes(log, budget))
 
 
 def step_graphs(log: RewriteLog) -> StepGraphs:
     """The step graphs of a rewrites trace (records.StepGraphs), replayed on demand with its release's semantics."""
-    return StepGraphs(log.path, log.release, log.contexts, partial(session, log))
+    return StepGraphs(log.path, log.release, log.contexts, partial(session, log, work_budget(log)))

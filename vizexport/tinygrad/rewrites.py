@@ -5,6 +5,7 @@ pickles hold UOp objects, which are numbered here by identity (the pickle memo k
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -12,8 +13,8 @@ from .. import pickles
 from ..gcpause import gc_paused
 from ..pickles import InputError, class_name
 from ..records import Context, Key, Match, Release, Rewrite, RewriteLog, UOpRec
-from ..walks import CycleError, post_order
-from .common import as_key, dtype_name
+from ..walks import BudgetError, CycleError, post_order
+from .common import as_key, dtype_name, sequence, text
 from .profile import is_rewrites
 from .releases import enum_table, rewrites_release, uop_leaf, with_override
 
@@ -32,7 +33,7 @@ def rewrites_from(obj: Any, classes: set[str], path: str, tinygrad_version: str 
         keys, ctxs, fields = _layout(obj)
         first = next((r for c in ctxs for r in c), None)
         rw_fields = tuple(first.__dict__) if first is not None and class_name(first) else ()
-        table = _UOpTable(fields)
+        table = _UOpTable(fields, edge_budget(path))
         for c in ctxs:  # 0.10.x: number every UOp reachable from the rewrites
             for r in c:
                 table.add_rewrite(r)
@@ -44,6 +45,9 @@ def rewrites_from(obj: Any, classes: set[str], path: str, tinygrad_version: str 
         raise InputError(f"{path}: {e}") from None
     except CycleError:
         raise InputError(f"{path}: a UOp is its own ancestor (a cycle in the rewrites trace's graph)") from None
+    except BudgetError:
+        raise InputError(f"{path}: its UOp graph holds more source references than the file has bytes (shared "
+                         "source lists: corrupt or hostile)") from None
     except (AttributeError, TypeError, ValueError, KeyError, IndexError) as e:
         raise InputError(f"{path}: unexpected rewrites layout ({type(e).__name__}: {e}); unknown tinygrad release?"
                          ) from None
@@ -63,11 +67,25 @@ def _layout(obj: Any) -> tuple[list, list, dict | None]:
     raise InputError(f"not a tinygrad rewrites trace ({class_name(obj) or type(obj).__name__} at top level)")
 
 
+EDGE_BUDGET_MIN = 1 << 20
+
+
+def edge_budget(path: str) -> int:
+    """How many source references a UOp graph from this file may hold: one per byte of the file. A tinygrad
+    pickle spends at least a byte on each (an id, or a memo reference); only a shared source list, which no
+    tinygrad release writes, holds more, and walking it would cost as much as the references it stands for."""
+    try:
+        return max(os.stat(path).st_size, EDGE_BUDGET_MIN)
+    except OSError:
+        return EDGE_BUDGET_MIN
+
+
 class _UOpTable:
     """Numbers UOps: ids from uop_fields as they are, 0.10.x UOp objects by identity."""
 
-    def __init__(self, fields: dict | None) -> None:
+    def __init__(self, fields: dict | None, budget: int) -> None:
         self.fields = fields
+        self.budget = budget  # source references left (edge_budget)
         self.ids: dict[int, int] = {}  # id(UOp stand-in) → table id (0.10.x)
         self.raw: dict[int, tuple] = dict(fields) if fields else {}
         self.uops: dict[int, UOpRec] = {}
@@ -76,7 +94,7 @@ class _UOpTable:
         if self.fields is not None:
             return
         self.ref(r.__dict__.get("sink"))
-        for m in r.__dict__.get("matches") or ():
+        for m in sequence(r.__dict__.get("matches")):
             self.ref(m[0])
             if len(m) > 1:
                 self.ref(m[1])
@@ -87,9 +105,10 @@ class _UOpTable:
             return u
         if (i := self.ids.get(id(u))) is not None:
             return i
-        for x in post_order(u, _uop_src, self.ids, key=id):  # the unpickled objects stay alive: ids are stable
+        for x in post_order(u, _uop_src, self.ids, key=id, budget=self.budget):  # ids are stable: objects stay alive
             i = self.ids[id(x)] = len(self.ids)
             a = x._args
+            self.budget -= len(a[2])
             self.raw[i] = (a[0], a[1], tuple(self.ids[id(s)] for s in a[2]), a[3], a[4] if len(a) > 4 else None)
         return self.ids[id(u)]
 
@@ -98,19 +117,26 @@ class _UOpTable:
 
     def name_ops(self, release: Release) -> None:
         ops = enum_table(release.name)
+        if sum(len(f[2]) for f in self.raw.values()) > self.budget:
+            raise BudgetError("the UOp table holds more source references than its budget")
         for i, f in self.raw.items():
-            op = f[0]
-            self.uops[i] = UOpRec(int(op), ops.get(int(op), f"Ops({int(op)})"), dtype_name(f[1]), tuple(f[2]), f[3],
+            op, src = int(f[0]), tuple(f[2])
+            if type(i) is not int or not all(type(s) is int for s in src):
+                raise ValueError(f"UOp {text(i)} has a non-integer id or source")
+            self.uops[i] = UOpRec(op, ops.get(op, f"Ops({op})"), dtype_name(f[1]), src, f[3],
                                   f[4] if len(f) > 4 else None)
 
 
 def _uop_src(u: Any) -> tuple:
-    return u._args[2]
+    src = u._args[2]
+    if type(src) is not tuple:
+        raise ValueError(f"a UOp whose sources are not a tuple: {text(src)}")
+    return src
 
 
 def _loc(x: Any) -> tuple[str, int] | None:
-    if isinstance(x, tuple) and len(x) == 2 and isinstance(x[1], int):
-        return (str(x[0]), x[1])
+    if type(x) is tuple and len(x) == 2 and type(x[1]) is int:
+        return (text(x[0]), x[1])
     return None
 
 
@@ -131,8 +157,8 @@ def _context(key: Any, rewrites: list, table: _UOpTable) -> Context:
     out = []
     for r in rewrites:
         d = r.__dict__
-        out.append(Rewrite(str(d.get("name") or ""), _loc(d.get("loc")), table.ref(d.get("sink")),
-                           [_match(m, table) for m in d.get("matches") or ()], int(d.get("depth") or 0),
+        out.append(Rewrite(text(d.get("name") or ""), _loc(d.get("loc")), table.ref(d.get("sink")),
+                           [_match(m, table) for m in sequence(d.get("matches"))], int(d.get("depth") or 0),
                            bool(d.get("bottom_up")), bool(d.get("walk")), bool(d.get("enter_calls"))))
     return Context(_context_key(key), out, _source(key, out, table.uops))
 
@@ -163,5 +189,5 @@ def _source(key: Any, rewrites: list[Rewrite], uops: dict[int, UOpRec]) -> str |
 def _context_key(key: Any) -> Key:
     """TracingKey (0.11+), a plain name, or a codegen Kernel object (0.10.x, which carries its name)."""
     if class_name(key) == "Kernel":
-        return as_key(str(key.__dict__.get("name") or "kernel"))
+        return as_key(text(key.__dict__.get("name") or "kernel"))
     return as_key(key)
