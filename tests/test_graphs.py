@@ -36,9 +36,6 @@ REFERENCE = json.loads((ROOT / "tests" / "data" / "replay_figures.json").read_te
 SVG = "{http://www.w3.org/2000/svg}"
 FULL = bool(os.environ.get("VIZEXPORT_FULL_TESTS"))  # every context of the largest fixture, too
 BIG = "tinygrad/0.14.0-hcq2/rewrites.pkl"
-# 0.13.0 PARAMs carry only a slot number, and two pointer dtypes that differ only in size read back as the same
-# text ("float*"), so vizexport merges two nodes tinygrad keeps apart (records.UOpRec.dtype needs more detail)
-DTYPE_TEXT_COLLISIONS = {"tinygrad/0.13.0/rewrites.pkl": {(4, 19), (4, 23), (4, 24), (4, 25), (4, 26), (6, 29)}}
 
 
 def render_rewrites(*args, **kw) -> dict:
@@ -113,12 +110,11 @@ def figures(nodes: Nodes, steps: list) -> list:
 def test_replay_matches_tinygrad(key: str):
     """Every step of every rewrite: the same graph (structure, args) and highlight count as tinygrad's viewer."""
     ref = {(c, r): rest for c, r, *rest in REFERENCE[key]["rewrites"]}
-    known = DTYPE_TEXT_COLLISIONS.get(key, set())
     bad = []
     for ci, (rp, reps) in replays_of(key).items():
         for ri, rep in enumerate(reps):
             assert not any(s.error for s in rep.steps), (ci, ri, [s.error for s in rep.steps if s.error])
-            if (figures(rp.nodes, rep.steps) != ref[(ci, ri)]) != ((ci, ri) in known):
+            if figures(rp.nodes, rep.steps) != ref[(ci, ri)]:
                 bad.append((ci, ri, rep.rewrite.name))
     assert not bad, f"{len(bad)} rewrites differ from tinygrad's replay: {bad[:5]}"
 
@@ -145,7 +141,6 @@ def test_chained_rewrites(key: str):
             if a.final == nxt:
                 identical += 1
                 continue
-            assert (ci, ri) not in DTYPE_TEXT_COLLISIONS.get(key, set())
             mine, theirs = list(nodes.toposort(a.final)), list(nodes.toposort(nxt))
             differ = [x for x, y in zip(mine, theirs, strict=True) if x != y and nodes.src[x] == nodes.src[y]]
             assert differ and not any(plain(nodes.arg[x]) for x in differ), (ci, ri, a.rewrite.name)

@@ -103,7 +103,9 @@ def profile_figures(events: list) -> dict:
 
 
 def decode_bytepack(blob: bytes, mem_flag: bool) -> dict:
-    """Decode get_profile's bytepack (serve.py get_profile/graph_layout); 0.12 memory tracks lack the linear byte."""
+    """get_profile's bytepack (serve.py get_profile/graph_layout; 0.12 memory tracks lack the linear byte):
+    {"dur_us", "peak", "index" (strings, markers, …), "tracks": {name: {"events": [(name id, ref, key, st, dur, fmt
+    id)]} or {"peak": bytes, "points": n}}} in track order."""
     off = 0
 
     def u(fmt: str) -> tuple:
@@ -115,19 +117,17 @@ def decode_bytepack(blob: bytes, mem_flag: bool) -> dict:
     dur, peak, index_len, n_tracks = u("<IQII")
     index = json.loads(blob[off:off + index_len])
     off += index_len
-    tracks, order, track_peaks = {}, [], {}
+    tracks: dict[str, dict] = {}
     for _ in range(n_tracks):
         name_len = u("<B")[0]
         name = blob[off:off + name_len].decode()
         off += name_len
         kind, n = u("<BI")
-        tracks[name] = n
-        order.append(name)
         if kind == 0:
-            off += n * struct.calcsize("<IIIIfI")
+            tracks[name] = {"events": [u("<IIIIfI") for _ in range(n)]}
             continue
         linear = u("<B")[0] if mem_flag else 0
-        track_peaks[name] = u("<Q")[0]
+        tracks[name] = {"peak": u("<Q")[0], "points": n}
         for _ in range(n):
             if linear or u("<BII")[0]:  # line point, or alloc after its (1, ts, key) head
                 u("<IQ")
@@ -135,8 +135,17 @@ def decode_bytepack(blob: bytes, mem_flag: bool) -> dict:
                 n_users = u("<I")[0]
                 off += n_users * struct.calcsize("<IIIB")
     assert off == len(blob), f"bytepack: {len(blob) - off} trailing bytes"
-    return {"format": "bytepack", "dur_us": dur, "peak": peak, "tracks": tracks, "track_order": order,
-            "track_peaks": track_peaks, "markers": len(index["markers"])}
+    return {"dur_us": dur, "peak": peak, "index": index, "tracks": tracks}
+
+
+def bytepack_figures(blob: bytes, mem_flag: bool) -> dict:
+    """The viewer figures the tests compare: per-track event counts, track order, memory track peaks, markers."""
+    d = decode_bytepack(blob, mem_flag)
+    tracks = d["tracks"]
+    return {"format": "bytepack", "dur_us": d["dur_us"], "peak": d["peak"],
+            "tracks": {k: len(t["events"]) if "events" in t else t["points"] for k, t in tracks.items()},
+            "track_order": list(tracks), "track_peaks": {k: t["peak"] for k, t in tracks.items() if "peak" in t},
+            "markers": len(d["index"]["markers"])}
 
 
 def decode_json_profile(blob: bytes) -> dict:
@@ -165,7 +174,7 @@ def viewer_figures(events: list) -> dict:
         raise RuntimeError("get_profile returned None (no timestamps)")
     if not hasattr(serve, "enum_str"):
         return decode_json_profile(blob)
-    return decode_bytepack(blob, mem_flag=not hasattr(serve, "mem_layout"))
+    return bytepack_figures(blob, mem_flag=not hasattr(serve, "mem_layout"))
 
 
 def rewrites_figures(trace) -> dict:

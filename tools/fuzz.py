@@ -25,6 +25,7 @@ import time
 import traceback
 import warnings
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -171,17 +172,16 @@ def run_case(data: bytes, mode: str, folder: Path, label: str, timeout: float) -
                    usage.ru_maxrss * 1024, memory_budget([case]), sorted(f.name for f in folder.iterdir()))
 
 
-def cases(files: list[Path], n: int, seed: int) -> list[tuple[str, str, bytes]]:
-    """(label, mode, bytes): n seeded mutations per file, and each file's cuts at every n-th of its length."""
-    out = []
+def cases(files: list[Path], n: int, seed: int) -> Iterator[tuple[str, str, bytes]]:
+    """(label, mode, bytes): n seeded mutations per file, made one at a time (a forked case inherits what the
+    harness holds: thousands of inputs kept at once would count in every case's memory)."""
     for f in files:
         data = f.read_bytes()
         mode = "graphs" if b"RewriteTrace" in data[:4096] or "rewrites" in f.name else "convert"
         rng = random.Random(f"{seed}:{f.name}:{len(data)}")
         for _ in range(n):
             what, mutated = mutate(data, rng)
-            out.append((f"{f.name}: {what}", mode, mutated))
-    return out
+            yield f"{f.name}: {what}", mode, mutated
 
 
 def time_limit(base: float, size: int) -> float:

@@ -1,4 +1,5 @@
-"""Generate vizexport/data/enums/<release>.json: tinygrad enum tables (value -> name) per release.
+"""Generate vizexport/data/enums/<release>.json: tinygrad enum tables (value -> name) per release, and the names its
+dtypes print under (DType.name -> the `dtypes.<attribute>` its repr uses: 'unsigned int' -> 'uint').
 
 Each release is imported in a throwaway venv (tools/tgvenv.py); master is a `git archive` of MASTER from the
 tinygrad mirror, run with the 0.14.0 venv's python and the archive on PYTHONPATH.
@@ -49,7 +50,9 @@ out = {}
 for name, mods in json.loads(sys.argv[1]).items():
     cls = next((c for m in [*mods, *scan(name)] if (c := get(m, name)) is not None), None)
     if cls is not None: out[name] = {"module": cls.__module__, "values": {str(m.value): m.name for m in cls}}
-print(json.dumps({"file": tinygrad.__file__, "enums": out}))
+import tinygrad.dtype
+dtypes = dict(getattr(tinygrad.dtype, "INVERSE_DTYPES_DICT", {}))
+print(json.dumps({"file": tinygrad.__file__, "enums": out, "dtypes": dtypes}))
 """
 
 
@@ -83,7 +86,7 @@ def generate(release: str) -> dict:
                 t.extractall(tmp, filter="data")
             res, source = run_snippet(release_python("0.14.0"), tmp), f"tinygrad master {MASTER[:10]}"
             assert res["file"].startswith(tmp), res["file"]
-    return {"release": release, "source": source, "enums": res["enums"]}
+    return {"release": release, "source": source, "enums": res["enums"], "dtypes": res["dtypes"]}
 
 
 def dump(table: dict) -> str:

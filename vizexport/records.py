@@ -208,11 +208,20 @@ class Rewrite:
     enter_calls: bool = False
 
 
+class KernelCost(Protocol):
+    """A kernel's compile-time estimates, as its release's viewer evaluates them for one launch."""
+
+    def figures(self, var_vals: dict[str, int]) -> tuple[float | int | None, float | int | None, float | int | None]:
+        """(FLOPs, bytes loaded and stored, bytes of memory touched) with these variable values; None for a figure
+        the release would not show."""
+
+
 @dataclass(slots=True)
 class Context:
     key: Key
     rewrites: list[Rewrite]
     source: str | None = None  # generated kernel source, for codegen contexts
+    cost: KernelCost | None = None  # compile-time estimates, for codegen contexts
 
 
 @dataclass

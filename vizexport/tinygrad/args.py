@@ -10,7 +10,7 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 from ..pickles import EnumValue, FloatStub, Stub, class_name
-from .common import dtype_name, strip_ansi
+from .common import DTypeText, strip_ansi
 from .releases import enum_table
 
 DTYPES = {"DType", "PtrDType", "ImageDType"}
@@ -77,6 +77,7 @@ class ArgText:
     def __init__(self, release: str, op_name: Callable[[int], str]) -> None:
         self.release = release
         self.op_name = op_name  # name of a table UOp id (0.11/0.12 Kernel args point at their AST by id)
+        self.dtype = DTypeText(release)
         self._calls = TEXT_CALLS  # left for the label being made
         self._nesting = 0
 
@@ -151,7 +152,7 @@ class ArgText:
         if fmt is not None:
             return fmt(self, x, d)
         if cls in DTYPES:
-            return dtype_name(x)
+            return self.dtype(x)
         shown = [f"{k}={self.short(v, depth + 1)}" for k, v in d.items() if k != "_args" and v not in (None, (), False)]
         shown += [self.short(v, depth + 1) for v in x._args]
         return f"{cls}({', '.join(shown[:4])}{', …' if len(shown) > 4 else ''})"

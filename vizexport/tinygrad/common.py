@@ -10,6 +10,7 @@ import numpy as np
 
 from ..pickles import brief, class_name
 from ..records import Key
+from .releases import dtype_names, enum_table
 
 _SGR = re.compile(r"\x1b\[([0-9;]*)m")
 _COLORS = {30: "black", 31: "red", 32: "green", 33: "yellow", 34: "blue", 35: "magenta", 36: "cyan", 37: "white",
@@ -156,17 +157,57 @@ def traceback(tb: Any) -> tuple[tuple[str, int, str, str], ...] | None:
                  for f, line, fn, code in (e for e in tb if type(e) in (tuple, list) and len(e) == 4))
 
 
-def dtype_name(dt: Any) -> str:
-    """Readable dtype: 'float', 'float4', 'float*' (pointer), or the str tinygrad 0.11 stored."""
-    if isinstance(dt, str):
-        return dt.removeprefix("dtypes.")
-    args = getattr(dt, "_args", ())
-    if len(args) < 3:
-        return text(dt)
-    name = text(args[2])
-    if class_name(dt) in ("PtrDType", "ImageDType"):
-        return dtype_name(args[6]) + "*" if len(args) > 6 else name + "*"
-    return f"{name}{args[4]}" if len(args) > 4 and isinstance(args[4], int) and args[4] > 1 else name
+class DTypeText:
+    """How a release prints a dtype: its repr without the `dtypes.` prefix ('float', 'uint', 'float.vec(4)',
+    'float.ptr(1024)', 'half.ptr(16, AddrSpace.REG).vec(4)'). Pickled DTypes are REDUCE arguments: (priority,
+    itemsize or bits, name, fmt[, count, scalar]); a PtrDType adds (base, local or addrspace, v[, size]); an
+    ImageDType adds its shape."""
+
+    def __init__(self, release: str) -> None:
+        self.names = dtype_names(release)
+        self.addrspaces = enum_table(release, "AddrSpace")
+        self.vec_above_one = release in OLD_VEC  # `.vec(n)` for count > 1 (later: count != 1)
+        self.ptr = "local0" if release == "0.10.0" else "local" if release in LOCAL_PTR else "addrspace"
+        self._cache: dict[int, tuple[Any, str]] = {}  # id(DType stand-in) → (it, text): a run has a few dtypes
+
+    def __call__(self, dt: Any) -> str:
+        if isinstance(dt, str):  # 0.11 alloc args store the text
+            return dt.removeprefix("dtypes.")
+        hit = self._cache.get(id(dt))
+        if hit is None:
+            hit = self._cache[id(dt)] = (dt, self._text(dt))
+        return hit[1]
+
+    def _text(self, dt: Any) -> str:
+        args, cls = getattr(dt, "_args", ()), class_name(dt)
+        if len(args) < 3:
+            return text(dt)
+        v = args[8] if len(args) > 8 and type(args[8]) is int else 1
+        vec = f".vec({v})" if v != 1 else ""
+        if cls == "ImageDType":
+            return f"{text(args[2])}({text(args[10]) if len(args) > 10 else ''}){vec}"
+        if cls == "PtrDType":
+            base = self(args[6]) if len(args) > 6 and class_name(args[6]) == "DType" else "?"
+            return f"{base}.ptr({self._ptr_args(args)}){vec}"
+        scalar = args[5] if len(args) > 5 and class_name(args[5]) == "DType" and len(args[5]._args) > 2 else dt
+        name = text(scalar._args[2])
+        count = args[4] if len(args) > 4 and type(args[4]) is int else 1
+        shown = count > 1 if self.vec_above_one else count != 1
+        return self.names.get(name, name) + (f".vec({count})" if shown else "")
+
+    def _ptr_args(self, args: tuple) -> str:
+        where = args[7] if len(args) > 7 else None
+        size = text(args[9]) if len(args) > 9 else "-1"
+        if self.ptr == "local0":
+            return "local=True" if where else ""
+        if self.ptr == "local":
+            return size + (", local=True" if where else "")
+        space = self.addrspaces.get(where, "GLOBAL") if isinstance(where, int) else "GLOBAL"
+        return size + (f", AddrSpace.{space}" if space != "GLOBAL" else "")
+
+
+OLD_VEC = frozenset(("0.10.0", "0.10.1", "0.10.2", "0.10.3", "0.11.0"))
+LOCAL_PTR = frozenset(("0.10.1", "0.10.2", "0.10.3"))
 
 
 def dtype_bits(dt: Any, bitsize: bool) -> int:

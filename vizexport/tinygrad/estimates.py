@@ -1,119 +1,85 @@
-"""Compile-time kernel estimates (FLOPs, bytes) from a rewrites trace, evaluated with a launch's variable values.
+"""Compile-time kernel estimates (FLOPs, bytes) from a rewrites trace, linked to launches and evaluated with a
+launch's variable values, as each release's own viewer does.
 
-tinygrad keeps them on the KernelInfo of the kernel's PROGRAM (0.13+). They may be symbolic: UOp expressions over the
-kernel's variables, evaluated here with a small interpreter over the release's Ops names (no tinygrad needed).
+Where the estimates are: 0.13+ keep them on the KernelInfo of the kernel's PROGRAM (the "View Program" step);
+0.11/0.12 pickled none, their viewer counted them from the ProgramSpec (flops.py). How a launch finds them: by
+`profile_key` (0.14+) or by the launch's name (older), through every key of every context, a later context winning
+(the viewers' ref_map). Which variables: the launch's exec event (the latest on its device; for a JIT graph entry,
+the batch's); 0.12 takes the latest exec of the same kernel name and shows nothing without one; 0.11 has no exec
+events and shows figures only when they need no variables.
 """
 from __future__ import annotations
 
-import operator
+from dataclasses import dataclass
 from typing import Any
 
-from ..pickles import class_name
-from ..records import RewriteLog
+from ..records import Context, RewriteLog, UOpRec
 from ..timeline import ARG_GBS_LDS, ARG_GBS_MEM, ARG_GFLOPS
+from .flops import RELEASES as SPEC_RELEASES
+from .flops import program_estimates
 from .releases import enum_table
+from .symbolic import sym_eval
 
-_BINARY = {"ADD": operator.add, "SUB": operator.sub, "MUL": operator.mul, "MAX": max, "XOR": operator.xor,
-           "AND": operator.and_, "OR": operator.or_, "SHL": operator.lshift, "SHR": operator.rshift,
-           "CMPLT": operator.lt, "CMPNE": operator.ne, "CMPEQ": operator.eq, "FDIV": operator.truediv}
-
-
-MAX_SHIFT = 64
-MAX_VALUE = 1 << 128  # FLOP and byte counts of real kernels are far below; larger ones come from a corrupt trace
+BY_PROGRAM_KEY = frozenset(("0.14.0", "master"))  # releases that link launches by profile_key only
+Figures = tuple[float | int | None, float | int | None, float | int | None]  # (ops, lds, mem)
 
 
-def _idiv(a: int, b: int) -> int:  # tinygrad's IDIV/MOD truncate toward zero, like C
-    q = abs(a) // abs(b)
-    return q if (a >= 0) == (b >= 0) else -q
+@dataclass
+class UOpCost:
+    """0.13+: the KernelInfo.estimates stand-in of a kernel's PROGRAM (fields may be UOp expressions)."""
+
+    estimates: Any
+    ops: dict[int, str]
+
+    def figures(self, var_vals: dict[str, int]) -> Figures:
+        d = getattr(self.estimates, "__dict__", {})
+        return tuple(sym_eval(d.get(f), var_vals, self.ops) for f in ("ops", "lds", "mem"))  # type: ignore[return-value]
 
 
-def sym_eval(x: Any, var_vals: dict[str, int], ops: dict[int, str], memo: dict[int, Any] | None = None,
-             depth: int = 0) -> float | int | None:
-    """Value of an int, float or UOp stand-in expression; None if it uses something unknown. `memo` (by identity)
-    keeps the work linear in the expression's size when it shares parts."""
-    if isinstance(x, bool) or x is None:
-        return None
-    if isinstance(x, (int, float)):
-        return x
-    if class_name(x) != "UOp" or depth > 200:
-        return None
-    memo = {} if memo is None else memo
-    if id(x) in memo:
-        return memo[id(x)]
-    memo[id(x)] = v = _eval(x, var_vals, ops, memo, depth)
-    return v
+@dataclass
+class SpecCost:
+    """0.11/0.12: counted from the ProgramSpec (the context's TracingKey.ret) when first needed."""
+
+    spec: Any
+    release: str
+    _counted: Any = None
+
+    def figures(self, var_vals: dict[str, int]) -> Figures:
+        if self._counted is None:
+            self._counted = program_estimates(self.spec, self.release) or False
+        values = self._counted.values(var_vals) if self._counted else None
+        return values if values is not None else (None, None, None)
 
 
-def _eval(x: Any, var_vals: dict[str, int], ops: dict[int, str], memo: dict[int, Any], depth: int
-          ) -> float | int | None:
-    a = x._args
-    if len(a) < 4 or not isinstance(a[0], int) or type(a[2]) is not tuple:
-        return None
-    op, src, arg = ops.get(int(a[0])), a[2], a[3]
-    if op == "CONST":
-        return arg if isinstance(arg, (int, float)) else None
-    if op in ("DEFINE_VAR", "PARAM"):
-        name = arg[0] if isinstance(arg, tuple) and arg else getattr(arg, "__dict__", {}).get("name")
-        return var_vals.get(name) if isinstance(name, str) else None
-    vals = [sym_eval(s, var_vals, ops, memo, depth + 1) for s in src]
-    if any(v is None for v in vals) or not vals:
-        return None
-    if op in ("SHL", "SHR") and not 0 <= vals[1] <= MAX_SHIFT:  # 1 << 10**12 would be a terabit number
-        return None
-    try:
-        v = _apply(op, vals)
-    except (ArithmeticError, ValueError, TypeError, IndexError):
-        return None
-    return v if v is None or abs(v) < MAX_VALUE else None
-
-
-def _apply(op: str | None, vals: list) -> float | int | None:
-    if op in ("BIND", "CAST"):
-        return vals[-1] if op == "BIND" else vals[0]
-    if op == "NEG":
-        return -vals[0]
-    if op == "WHERE":
-        return vals[1] if vals[0] else vals[2]
-    if op == "IDIV":
-        return _idiv(int(vals[0]), int(vals[1]))
-    if op == "MOD":
-        return int(vals[0]) - _idiv(int(vals[0]), int(vals[1])) * int(vals[1])
-    return _BINARY[op](*vals) if op in _BINARY and len(vals) == 2 else None
+def context_cost(ret: Any, rewrites: list, uops: dict[int, UOpRec], release: str) -> UOpCost | SpecCost | None:
+    """The estimates of a codegen context: from its ProgramSpec (`ret`, 0.11/0.12) or its View Program step."""
+    if release in SPEC_RELEASES:
+        return SpecCost(ret, release) if ret is not None else None
+    for r in rewrites:
+        prog = uops.get(r.sink)
+        if r.name == "View Program" and prog is not None and prog.src and prog.src[0] in uops:
+            est = getattr(uops[prog.src[0]].arg, "__dict__", {}).get("estimates")
+            return UOpCost(est, enum_table(release)) if est is not None else None
+    return None
 
 
 class Estimates:
-    """Kernel → (ops, lds, mem) expressions, found by profile_key (0.14+) or by kernel name (older)."""
+    """Launch → its codegen context (display name, estimates) and the rates of one launch."""
 
     def __init__(self, log: RewriteLog) -> None:
-        self.ops = enum_table(log.release.name)
-        self.by_key: dict[Any, tuple[str, Any]] = {}
-        for c in log.contexts:
-            est = self._estimates(c, log)
-            for k in c.key.keys:
-                if isinstance(k, (bytes, str)) and k not in self.by_key:
-                    self.by_key[k] = (c.key.name, est)
-            self.by_key.setdefault(c.key.name, (c.key.name, est))
+        self.by_key: dict[Any, Context] = {k: c for c in log.contexts for k in c.key.keys}  # a later context wins
+        self.by_name = log.release.name not in BY_PROGRAM_KEY
+        self.exec_by_name = log.release.name == "0.12.0"  # the exec that gives variables must name the kernel
 
-    def _estimates(self, ctx: Any, log: RewriteLog) -> Any:
-        for r in ctx.rewrites:
-            prog = log.uops.get(r.sink)
-            if r.name == "View Program" and prog is not None and prog.src and prog.src[0] in log.uops:
-                info = log.uops[prog.src[0]].arg
-                return getattr(info, "__dict__", {}).get("estimates")
-        return None
+    def lookup(self, profile_key: bytes | None, name: str) -> Context | None:
+        """The codegen context of a launch: by its program key, or (before 0.14) by its name."""
+        return self.by_key.get(profile_key if profile_key is not None or not self.by_name else name)
 
-    def lookup(self, profile_key: bytes | None, name: str) -> tuple[str, Any] | None:
-        return self.by_key.get(profile_key) if profile_key is not None and profile_key in self.by_key else \
-            self.by_key.get(name)
-
-    def rates(self, est: Any, var_vals: dict, seconds: float) -> dict[str, float]:
+    @staticmethod
+    def rates(ctx: Context, var_vals: dict, seconds: float) -> dict[str, float]:
         """GFLOPS and GB/s for one launch (only the figures that evaluate)."""
-        if est is None or seconds <= 0:
+        if ctx.cost is None or seconds <= 0:
             return {}
-        d = est.__dict__
-        out = {}
-        for field, label, scale in (("ops", ARG_GFLOPS, 1e-9), ("mem", ARG_GBS_MEM, 1e-9), ("lds", ARG_GBS_LDS, 1e-9)):
-            v = sym_eval(d.get(field), var_vals, self.ops)
-            if v is not None:
-                out[label] = round(v / seconds * scale, 3)
-        return out
+        ops, lds, mem = ctx.cost.figures(var_vals)
+        return {label: round(v / seconds * 1e-9, 3) for label, v in ((ARG_GFLOPS, ops), (ARG_GBS_MEM, mem),
+                                                                      (ARG_GBS_LDS, lds)) if v is not None}

@@ -25,7 +25,7 @@ from ..records import (
     Release,
     Span,
 )
-from .common import as_key, dtype_bits, dtype_name, ns, ns_column, plain_value, sequence, strip_ansi, text
+from .common import DTypeText, as_key, dtype_bits, ns, ns_column, plain_value, sequence, strip_ansi, text
 from .releases import profile_release, uop_leaf, with_override
 
 EMPTY = Release("unknown", "ambiguous", "empty profile: nothing to tell the release by")
@@ -159,7 +159,9 @@ class _Reader:
         self.offsets: dict[str, tuple[int, int]] = {}  # device → (compute, copy) clock offset in ns
         self.keys: dict[Any, Key] = {}  # name str or TracingKey content → Key, so repeated names share one Key
         self.ids: dict[int, Key] = {}  # id(TracingKey) → Key, valid for one batch (ids are reused once freed)
-        self.allocs: list[tuple[Alloc, Any]] = []  # allocs sized by `finish` (element bits depend on the release)
+        # allocs finished by `finish`: their dtype text, and the size of those given in elements (element bits,
+        # and how a dtype prints, depend on the release)
+        self.allocs: list[tuple[Alloc, Any, bool]] = []
         self.ranges: list = []  # ProfileRangeEvents not yet read (read column by column, see _read_ranges)
         self.unparsed: list[tuple] = []  # (first span index, columns) of ranges whose timestamps are not yet parsed
 
@@ -198,8 +200,11 @@ class _Reader:
         release = profile_release(classes, fields, _const_leaves(self.leaf_events)) if self.n else EMPTY
         prof.release, prof.n_events = with_override(release, override), self.n
         bitsize = prof.release.name not in ("0.10.1", "0.10.2", "0.10.3", "0.11.0")
-        for a, dt in self.allocs:
-            a.nbytes = min(a.count, 10**12) * dtype_bits(dt, bitsize) // 8
+        dtype_text = DTypeText(prof.release.name)
+        for a, dt, in_elements in self.allocs:
+            a.dtype = dtype_text(dt)
+            if in_elements:
+                a.nbytes = min(a.count, 10**12) * dtype_bits(dt, bitsize) // 8
         self._apply_offsets()
         self.first, self.leaf_events, self.allocs = {}, [], []
         return prof
@@ -288,9 +293,8 @@ class _Reader:
             key = plain_value(key)
         if kind == "alloc" and type(arg) is dict:
             count, dt, nbytes = _count(arg.get("sz") or 0), arg.get("dtype"), arg.get("nbytes")
-            arg = Alloc(0 if nbytes is None else _count(nbytes), dtype_name(dt), count)
-            if nbytes is None:
-                self.allocs.append((arg, dt))
+            arg = Alloc(0 if nbytes is None else _count(nbytes), "", count)
+            self.allocs.append((arg, dt, nbytes is None))
         elif kind == "exec" and type(arg) is dict:
             name, color = _clean_name(text(arg.get("name", "")))
             arg = Exec(name, color, _var_vals(arg.get("var_vals")), [plain_value(b) for b in sequence(arg.get("bufs"))],

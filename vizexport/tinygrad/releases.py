@@ -28,6 +28,15 @@ def enum_table(release: str, enum: str = "Ops") -> dict[int, str]:
     return {int(k): v for k, v in values.items()}
 
 
+@cache
+def dtype_names(release: str) -> dict[str, str]:
+    """DType.name → the attribute its repr prints (`dtypes.uint` for 'unsigned int') in `release`."""
+    if release not in RELEASES:
+        return {}
+    text = resources.files("vizexport.data.enums").joinpath(f"{release}.json").read_text()
+    return dict(json.loads(text).get("dtypes", {}))
+
+
 def check_override(release: str) -> str:
     if release not in RELEASES:
         raise InputError(f"unknown tinygrad version {release!r} (known: {', '.join(RELEASES)})")

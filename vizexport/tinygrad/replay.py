@@ -24,7 +24,7 @@ from ..pickles import Stub
 from ..records import GraphStep, Match, Rewrite, RewriteLog, RewriteSteps, StepGraphs, UOpRec
 from ..walks import BudgetError, CycleError, post_order
 from .args import ArgText, arg_key
-from .common import dtype_name, text
+from .common import text
 from .look import ERROR_OP, NodeLook
 from .releases import enum_table
 
@@ -210,7 +210,8 @@ class Nodes(NodeLook):
             if not a or not isinstance(a[0], int):
                 raise ReplayError(f"a UOp inside an argument has no op: {text(x)}")
             op = self._ops.get(int(a[0]), f"Ops({int(a[0])})")
-            n = self.make(op, dtype_name(a[1]) if len(a) > 1 else "void", tuple(done[id(s)][1] for s in _stub_src(x)),
+            n = self.make(op, self.text_of.dtype(a[1]) if len(a) > 1 else "void",
+                          tuple(done[id(s)][1] for s in _stub_src(x)),
                           a[3] if len(a) > 3 else None, a[4] if len(a) > 4 and self._tags else None)
             done[id(x)] = (x, n)
         return done[id(u)][1]

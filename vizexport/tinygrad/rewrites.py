@@ -14,7 +14,8 @@ from ..gcpause import gc_paused
 from ..pickles import InputError, class_name
 from ..records import Context, Key, Match, Release, Rewrite, RewriteLog, UOpRec
 from ..walks import BudgetError, CycleError, post_order
-from .common import as_key, dtype_name, sequence, text
+from .common import DTypeText, as_key, sequence, text
+from .estimates import context_cost
 from .profile import is_rewrites
 from .releases import enum_table, rewrites_release, uop_leaf, with_override
 
@@ -39,7 +40,7 @@ def rewrites_from(obj: Any, classes: set[str], path: str, tinygrad_version: str 
                 table.add_rewrite(r)
         release = with_override(rewrites_release(obj, classes, rw_fields, table.const_leaves()), tinygrad_version)
         table.name_ops(release)
-        contexts = [_context(k, c, table) for k, c in zip(keys, ctxs, strict=False)]
+        contexts = [_context(k, c, table, release.name) for k, c in zip(keys, ctxs, strict=False)]
         return RewriteLog(path, release, contexts, table.uops)
     except InputError as e:
         raise InputError(f"{path}: {e}") from None
@@ -116,15 +117,22 @@ class _UOpTable:
         return [leaf for f in self.raw.values() if (leaf := uop_leaf(*f[:4])) is not None]
 
     def name_ops(self, release: Release) -> None:
-        ops = enum_table(release.name)
+        ops, dtype_text = enum_table(release.name), DTypeText(release.name)
         if sum(len(f[2]) for f in self.raw.values()) > self.budget:
             raise BudgetError("the UOp table holds more source references than its budget")
         for i, f in self.raw.items():
             op, src = int(f[0]), tuple(f[2])
             if type(i) is not int or not all(type(s) is int for s in src):
                 raise ValueError(f"UOp {text(i)} has a non-integer id or source")
-            self.uops[i] = UOpRec(op, ops.get(op, f"Ops({op})"), dtype_name(f[1]), src, f[3],
+            self.uops[i] = UOpRec(op, ops.get(op, f"Ops({op})"), dtype_text(f[1]), src, f[3],
                                   f[4] if len(f) > 4 else None)
+
+
+def _rewrite_name(name: Any, loc: tuple[str, int] | None) -> str:
+    """A rewrite's name; an unnamed one (0.11 records None, which its viewer shows as such) is named by where it ran."""
+    if name is not None:
+        return text(name)
+    return f"graph_rewrite {loc[0].replace(chr(92), '/').rsplit('/', 1)[-1]}:{loc[1]}" if loc else "graph_rewrite"
 
 
 def _uop_src(u: Any) -> tuple:
@@ -153,14 +161,16 @@ def _match(m: tuple, table: _UOpTable) -> Match:
                  secs)
 
 
-def _context(key: Any, rewrites: list, table: _UOpTable) -> Context:
+def _context(key: Any, rewrites: list, table: _UOpTable, release: str) -> Context:
     out = []
     for r in rewrites:
         d = r.__dict__
-        out.append(Rewrite(text(d.get("name") or ""), _loc(d.get("loc")), table.ref(d.get("sink")),
+        loc = _loc(d.get("loc"))
+        out.append(Rewrite(_rewrite_name(d.get("name"), loc), loc, table.ref(d.get("sink")),
                            [_match(m, table) for m in sequence(d.get("matches"))], int(d.get("depth") or 0),
                            bool(d.get("bottom_up")), bool(d.get("walk")), bool(d.get("enter_calls"))))
-    return Context(_context_key(key), out, _source(key, out, table.uops))
+    ret = key.__dict__.get("ret") if class_name(key) == "TracingKey" else None
+    return Context(_context_key(key), out, _source(key, out, table.uops), context_cost(ret, out, table.uops, release))
 
 
 def _source(key: Any, rewrites: list[Rewrite], uops: dict[int, UOpRec]) -> str | None:

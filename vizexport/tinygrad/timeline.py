@@ -74,6 +74,7 @@ class _Builder:
         self.placed: dict[int, tuple[Track, int]] = {}  # span index → (track, event index)
         self.next_flow = 1
         self.pmc: dict[int, dict] = {}
+        self._named: dict[tuple[str, str], tuple[list[int], list]] = {}  # (device, kernel) → its exec events
 
     def build(self) -> Timeline:
         devices = list(map(attrgetter("device"), self.p.spans))
@@ -85,7 +86,7 @@ class _Builder:
         graph_roots = {device_root(g.device) for g in self.p.graphs if g.entries}
         roots = {device_root(d) for d in spans_by_dev} | {device_root(d) for d in mem_devs}
         order = [r for r in HOST if r in roots] + sorted(roots - set(HOST), key=natural)
-        execs = self._execs_by_device()
+        execs = self._execs = self._execs_by_device()
         launches = self.launches  # AMD SQTT/PMC captures per kernel launch
         self.pmc = pmc_span_args(self.p, launches) if launches else {}
         for root in order:
@@ -166,24 +167,29 @@ class _Builder:
     def _device_name_args(self, s: Span, execs: list | None) -> tuple[str, dict]:
         k, args = s.key, dict(self._key_args(s.key)[1])
         dur = (s.en or s.st) - s.st
-        if is_copy(s):
+        ctx = self.est.lookup(s.profile_key, k.name) if self.est is not None else None
+        if ctx is None and is_copy(s):  # a range linked to a kernel is one (0.11 flags every CPU range a copy)
             if isinstance(k.ret, int):
                 args[ARG_BYTES] = k.ret
                 if dur > 0:
                     args[ARG_GBS] = round(k.ret / dur, 3)
             return k.name, args
         name = k.name
-        ex = self._exec_for(execs, s.st) if s.graph < 0 else None
-        var_vals = {}
+        # the launch's variables: its exec event's, or for a JIT graph entry the batch's (as tinygrad's viewer does)
+        ex = self._exec_for(execs, s.st)
+        var_vals: dict | None = {}
         if ex is not None:
             key, e = ex
             var_vals = e.var_vals
-            args.update(self._exec_args(key, e))
-        if self.est is not None:
-            found = self.est.lookup(s.profile_key, k.name)
-            if found is not None:
-                name = found[0]
-                args.update(self.est.rates(found[1], var_vals, dur * 1e-9))
+            if s.graph < 0:
+                args.update(self._exec_args(key, e))
+        if ctx is not None:
+            name = ctx.key.name
+            if self.est.exec_by_name:  # 0.12: only an exec event of this kernel gives it variables
+                named = self._exec_for(self._named_execs(s.device, name), s.st)
+                var_vals = named[1].var_vals if named is not None else None
+            if var_vals is not None:
+                args.update(self.est.rates(ctx, var_vals, dur * 1e-9))
         if s.profile_key is not None:
             args[ARG_PROGRAM] = s.profile_key.hex()
         return name, args
@@ -200,6 +206,15 @@ class _Builder:
         for v in out.values():
             v.sort(key=lambda x: x[0])
         return {d: ([t for t, _, _ in v], v) for d, v in out.items()}
+
+    def _named_execs(self, device: str, name: str) -> tuple[list[int], list]:
+        """The exec events of one kernel name on a device, as _execs_by_device gives them (made once per name)."""
+        hit = self._named.get((device, name))
+        if hit is None:
+            ts, rows = self._execs.get(device, ([], []))
+            mine = [(t, r) for t, r in zip(ts, rows, strict=True) if r[2].name == name]
+            hit = self._named[(device, name)] = ([t for t, _ in mine], [r for _, r in mine])
+        return hit
 
     @staticmethod
     def _exec_for(execs: Any, st: int) -> tuple[Any, Exec] | None:
