@@ -28,11 +28,12 @@ BIGGEST = ROOT.parent / "shared" / "fixtures" / "tinygrad" / "0.14.0-hcq2" / "re
 
 
 def training_trace() -> Path:
-    from make_training_trace import DEFAULT, make
-    if not DEFAULT.exists():
-        print(f"making {DEFAULT} with tinygrad 0.14.0 (tools/make_training_trace.py) ...", flush=True)
-        make(DEFAULT)
-    return DEFAULT
+    from make_training_trace import BENCH, make
+    trace = BENCH / "training-null" / "rewrites.pkl"
+    if not trace.exists():
+        print(f"making {trace} with tinygrad 0.14.0 (tools/make_training_trace.py) ...", flush=True)
+        make("training", "NULL")
+    return trace
 
 
 def cpu_seconds() -> float:

@@ -643,6 +643,7 @@ class _Run:
         # results persist across steps unless a call body could be skipped (tinygrad's order-dependent rule)
         self.memo: dict[int, int] | None = None if walk or self._has_calls(live.ref) else {}
         self.rev: defaultdict[int, set[int]] = defaultdict(set)
+        self.fast = self.advance and self.memo is not None  # see _fast
 
     def _has_calls(self, nodes: Iterable[int]) -> bool:
         return self.skip is not None and any(self.skip(n) for n in nodes)
@@ -667,7 +668,9 @@ class _Run:
             self.dvars[u0] = u1
         error = None
         try:
-            new = self.sub(self._sub(u0), self.base.root)
+            new = self._fast(u0, u1)
+            if new is None:
+                new = self.sub(self._sub(u0), self.base.root)
         except ReplayError as e:
             new, error = self.nodes.error(str(e)), f"substitution failed: {e}"
         added, removed = self.live.set_root(new)
@@ -676,9 +679,39 @@ class _Run:
             self.keys_in_base |= self.dvars.keys() & fresh
             self.keys_in_base.difference_update(removed)
         if self.memo is not None and self._has_calls(added):
-            self.memo = None
+            self.memo, self.fast = None, False
         created = self._created(u1, fresh)
         return GraphStep(k, i, new, u0, u1, created, frozenset(fresh - created), len(self.live), error)
+
+    def _fast(self, u0: int, u1: int) -> int | None:
+        """The new root when a top-down step only swaps u0 for u1 — the current graph holds no earlier replacement
+        key, u1 adds none (nor u0), no rebuilt user of u0 is a key — which is what the full substitution would
+        give: u0's users rebuilt, sources first (node ids grow with creation, so sorting them is a topological
+        order). None when any condition fails: the general substitution then runs."""
+        live, dvars, nodes = self.live, self.dvars, self.nodes
+        if not self.fast or self.keys_in_base or u0 == u1 or u1 in dvars or u0 not in live:
+            return None
+        src, rebuild, rederive = nodes.src, nodes.rebuild, self.rederive
+        above = live.ancestors([u0], set())  # u0 and its users, which the swap rebuilds
+        stack, seen = [u1], {u1}
+        while stack:  # the replacement: no key in its new part, and none of `above` in it
+            x = stack.pop()
+            if x in dvars or x in above:
+                return None
+            for s in src[x]:
+                if s not in seen and (s not in live or s in above):
+                    seen.add(s)
+                    stack.append(s)
+        new = {u0: u1}
+        get = new.get
+        above.discard(u0)
+        for x in sorted(above):
+            rebuilt = rebuild(x, tuple(map(get, src[x], src[x])), rederive)
+            if rebuilt in dvars:
+                return None
+            new[x] = rebuilt
+        Sub(nodes, dvars, None, None, rederive, self.memo, self.rev).invalidate(u0)  # what the new key changes
+        return new.get(live.root, live.root)
 
     def _sub(self, u0: int) -> Sub:
         # bookkeeping of where the keys are, in both modes (the memo is dropped when a skippable call shows up)
