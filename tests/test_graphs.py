@@ -443,19 +443,6 @@ def test_policy():
     assert policy([Step(0, sink=1), dataclasses.replace(Step(1), error="x")], "default") == {0}
 
 
-def test_shared_layout_writes_each_graph_once(tmp_path: Path):
-    """shared=True (the site's layout): one caption-less file per distinct graph, named by its digest; the steps
-    that show the same graph name the same file."""
-    m = render_rewrites(log_of("sample/rewrites.pkl"), tmp_path, steps="ends", shared=True, jobs=2)
-    paths = [s["svg"] for c in m["contexts"] for r in c["rewrites"] for s in r["steps"] if s["svg"]]
-    files = {p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*.svg")}
-    assert m["layout"] == "svg/<digest>.svg" and all(p.startswith("svg/") for p in paths)
-    assert files == set(paths) and len(files) == m["summary"]["svg_files"] < len(paths)
-    for f in files:
-        root = ET.parse(tmp_path / f).getroot()
-        assert root.find(f"{SVG}title") is None  # no caption: the site shows the step's names itself
-
-
 def test_progress_reaches_total(tmp_path: Path):
     """render_rewrites reports rough work done, rising to its total, from forked workers too."""
     calls: list[tuple[int, int]] = []

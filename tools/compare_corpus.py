@@ -24,7 +24,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "data" / "corpus"
-CLASSES = ("events", "start", "name", "dur", "est", "copy", "mem", "marker", "ctx", "op", "dtype")
+CLASSES = ("events", "start", "name", "dur", "est", "copy", "mem", "marker", "ctx", "op", "dtype", "uops")
 START_TOL_US = 1.0
 DUR_TOL_US, DUR_TOL_REL = 0.002, 1e-6
 RATE_TOL_REL, RATE_TOL_ABS = 0.002, 5e5  # 0.2 %; vizexport's G-units have 3 decimals
@@ -41,7 +41,7 @@ ARG_UNITS = {"GFLOPS": ("FLOPS", 1e9), "GB/s mem": ("B/s mem", 1e9), "GB/s lds":
 def vizexport_figures(profile: Path | None, rewrites: Path | None) -> dict:
     """The compared figures as the current vizexport reads the set, in the viewer figures' layout: profile.tracks
     {track: [[name, start µs (absolute), dur µs, nums]]}, memory_peaks, markers [[name, µs]]; rewrites.contexts
-    [[name, [rewrite names]]], uops {id: (op, dtype)}."""
+    [[name, [rewrite names]]], uops {id: (op, dtype)}, uop_lists {ctx index: the final program's UOp list}."""
     import vizexport
     from vizexport.tinygrad.timeline import build_timeline
     out: dict = {}
@@ -66,7 +66,8 @@ def vizexport_figures(profile: Path | None, rewrites: Path | None) -> dict:
         out["profile"] = {"tracks": tracks, "memory_peaks": peaks, "markers": markers}
     if log is not None:
         out["rewrites"] = {"contexts": [[c.key.name, [r.name for r in c.rewrites]] for c in log.contexts],
-                           "uops": {i: (u.op_name, u.dtype) for i, u in log.uops.items()}}
+                           "uops": {i: (u.op_name, u.dtype) for i, u in log.uops.items()},
+                           "uop_lists": {str(i): c.program for i, c in enumerate(log.contexts) if c.program}}
     return out
 
 
@@ -171,6 +172,20 @@ def compare_rewrites(t: Tally, view: dict, mine: dict) -> None:
         t.check("op", op == x_op, f"uop {i}: viewer {op} vizexport {x_op}")
         mine_dt = "" if x_dt == "void" else str(x_dt)
         t.check("dtype", mine_dt == dt.removeprefix("dtypes."), f"uop {i} {op}: viewer {dt!r} vizexport {x_dt!r}")
+    compare_uop_lists(t, view.get("uop_lists", {}), mine["uop_lists"])
+
+
+RANGES = slice(25, 37)  # print_uops' ranges column (": " + range names padded to 10), which vizexport leaves out
+
+
+def compare_uop_lists(t: Tally, view: dict, mine: dict) -> None:
+    """Each "View UOp List" line by line, all columns but the ranges."""
+    for ctx, lines in view.items():
+        ours = mine.get(ctx) or []
+        t.check("uops", len(lines) == len(ours), f"ctx {ctx}: viewer {len(lines)} UOps, vizexport {len(ours)}")
+        for a, b in zip(lines, ours, strict=False):
+            a = a[:RANGES.start] + a[RANGES.stop:]
+            t.check("uops", a == b, f"ctx {ctx}: viewer {a!r} vizexport {b!r}")
 
 
 def materialize(path: Path, tmp: Path) -> Path | None:

@@ -9,7 +9,6 @@
 """
 from __future__ import annotations
 
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from .perfetto import write_trace
 from .records import Profile, RewriteLog, StepGraphs
 from .site import build_site as write_site
 from .sqtt import Launch, load_launches
+from .sqtt.listings import program_listings
 from .summary import Summary, summarize
 from .timeline import Timeline
 from .tinygrad import load_any, load_profile, load_rewrites
@@ -64,22 +64,26 @@ def build_site(outdir: Path | str, profile: Profile | None = None, rewrites: Rew
                atomic: bool = True, **render_options: Any) -> Path:
     """A static site in `outdir` from a profile and/or its rewrites trace; returns its index.html.
 
-    Beside a profile the site holds the trace, a page per kernel and per rewrite context, each distinct step graph
-    stored once (by default the first and last state of each rewrite); with rewrites alone, the folder is the SVG
-    step export with the same pages. `timeline` and `summary` reuse ones already built from `profile`.
-    `atomic`: built beside `outdir`, which it replaces once complete (an existing `outdir` must be empty or an
-    earlier output). `render_options` go to graphs.render_rewrites (ctx, rewrite, steps, max_nodes, jobs, …)."""
+    The site holds the trace, a page per kernel program (launches, source, UOp list, AMD disassembly) and per
+    rewrite context, where every step of every rewrite is laid out in the browser. With rewrites alone, the folder
+    is also the SVG step export (render_rewrites, which needs Graphviz's `dot`). `timeline` and `summary` reuse ones
+    already built from `profile`. `atomic`: built beside `outdir`, which it replaces once complete (an existing
+    `outdir` must be empty or an earlier output). `render_options` go to graphs.render_rewrites (ctx, rewrite,
+    steps, max_nodes, jobs, …); the site's step viewer uses max_nodes and jobs."""
     outdir = Path(outdir)
     if atomic:
         with atomic_folder(outdir) as tmp:
             build_site(tmp, profile, rewrites, progress, timeline, summary, atomic=False, **render_options)
         return outdir / "index.html"
     launches = decode_launches(profile) if profile is not None and (timeline is None or summary is None) else []
+    listings = []
     if profile is not None:
         timeline = build_timeline(profile, rewrites, launches) if timeline is None else timeline
         summary = summarize(profile, launches) if summary is None else summary
+        listings = program_listings(profile)
     graphs = _graphs(rewrites) if rewrites is not None else None
-    site = profile is not None
-    render_options["steps"] = render_options.get("steps") or ("ends" if site else "default")
-    render = partial(render_steps, shared=site, progress=progress, **render_options) if graphs else None
-    return write_site(outdir, summary, graphs, timeline, render, rewrites_dir="rewrites" if site else ".")
+    if graphs is not None and profile is None:  # the folder is the SVG export too
+        render_steps(graphs, outdir, progress=progress, **render_options)
+    view = {k: render_options[k] for k in ("max_nodes", "jobs") if render_options.get(k) is not None}
+    return write_site(outdir, summary, graphs, timeline, listings, progress=progress,
+                      rewrites_dir="rewrites" if profile is not None else ".", **view)

@@ -17,6 +17,7 @@ from tqdm import tqdm
 from . import __version__, api
 from .errors import InputError
 from .gcpause import gc_paused
+from .graphs import DotMissing
 from .graphs.export import POLICIES
 from .info import as_json, as_text
 from .limits import GIB, limit_memory, memory_budget
@@ -55,16 +56,17 @@ def parser() -> argparse.ArgumentParser:
     conv.add_argument("-o", "--output", required=True, metavar="OUT",
                       help=f"output file, its name picks the format: {', '.join(FORMATS)}; or a folder OUT/")
     conv.add_argument("--no-compress", action="store_true", help="no compressed_packets in .pftrace output")
-    rw = conv.add_argument_group("rewrite SVGs (folder output)")
+    rw = conv.add_argument_group("rewrite SVGs (folder output of a rewrites.pkl alone; the site lays out every step "
+                                 "in the browser)")
     rw.add_argument("--ctx", metavar="REGEX", help="only rewrite contexts whose name matches")
     rw.add_argument("--rewrite", metavar="REGEX", help="only rewrites whose name matches")
-    rw.add_argument("--steps", choices=POLICIES, default=None, help="which steps get an SVG: default (first and "
-                    "last state, and every step of rewrites with at most ~50 matches), ends (first and last state; the "
-                    "default for a site with a profile), all")
+    rw.add_argument("--steps", choices=POLICIES, default="default", help="which steps get an SVG: default (first "
+                    "and last state, and every step of rewrites with at most ~50 matches), ends (first and last "
+                    "state), all")
     rw.add_argument("--all-steps", action="store_true", help="render every match step (same as --steps all)")
     rw.add_argument("--max-nodes", type=int, default=400, metavar="N", help="larger graphs show the neighbourhood "
-                    "of the change (default 400)")
-    rw.add_argument("--jobs", type=int, default=None, metavar="N", help="parallel dot processes (default: cores)")
+                    "of the change (default 400; the site's step viewer too)")
+    rw.add_argument("--jobs", type=int, default=None, metavar="N", help="parallel processes (default: cores)")
     _common(conv)
     info = sub.add_parser("info", help="what a profile.pkl / rewrites.pkl holds: release, events, span, memory peaks")
     info.add_argument("files", nargs="+", type=Path, metavar="FILE")
@@ -215,6 +217,8 @@ def describe(e: BaseException, args: argparse.Namespace, limit: int | None) -> s
     names = ", ".join(map(str, inputs_of(args)))
     if isinstance(e, InputError):
         return str(e)
+    if isinstance(e, DotMissing):
+        return f"{getattr(args, 'output', names)}: {e}"
     if isinstance(e, MemoryError):
         size = f"{limit / GIB:.1f} GiB" if limit else "what the machine has"
         return f"{names}: needs more memory than its limit of {size} (--memory-limit GIB raises it)"

@@ -95,6 +95,16 @@ class GraphBatch:
 
 
 @dataclass(slots=True)
+class Listing:
+    """A program's machine code as text (AMD GPU disassembly), one line per instruction, for writers to show."""
+
+    device: str
+    name: str
+    key: bytes | None  # the program's profile_key (0.14+)
+    lines: list[str]
+
+
+@dataclass(slots=True)
 class Program:
     device: str
     name: str
@@ -222,6 +232,7 @@ class Context:
     rewrites: list[Rewrite]
     source: str | None = None  # generated kernel source, for codegen contexts
     cost: KernelCost | None = None  # compile-time estimates, for codegen contexts
+    program: list[str] | None = None  # the final program's UOp list (one line per UOp), for codegen contexts
 
 
 @dataclass
@@ -252,6 +263,14 @@ class StepNodes(Protocol):
 
     def foldable(self, n: int) -> bool:
         """Whether n is shown as a line inside its users' boxes rather than as a box of its own (constants)."""
+
+    def fold_rule(self, n: int) -> str:
+        """What foldable(n) is made of, for writers that work it out themselves: "never", "always", or "as_source"
+        (foldable when its first source is: a broadcast of a constant folds, and shows that constant)."""
+
+    def origin(self, n: int) -> int | None:
+        """The node that n copies with other sources (the same label, fill and rule: a user rebuilt around a
+        change), if any; a writer may store n as its origin and the sources that differ."""
 
     def folded(self, n: int) -> tuple[str, str]:
         """(op, argument text) that a folded node shows in its user's box."""

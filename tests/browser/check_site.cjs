@@ -1,5 +1,5 @@
 // Loads every page of a built site in headless Chromium (playwright-core) and reports what a person would see:
-// console errors, failed requests, broken links, the step viewer's response to the arrow keys, the top-kernels
+// console errors, failed requests, broken links, the step viewer's first graph, the top-kernels
 // table, and the "Open in Perfetto" hand-off (ui.perfetto.dev is mocked by request routing: no network needed).
 // Usage: node check_site.cjs SITE_DIR SHOTS_DIR [HTTP_BASE_URL]   → prints one JSON object
 // (CommonJS so that NODE_PATH finds playwright-core where perfetto-check installed it)
@@ -34,7 +34,7 @@ for (const file of pages) {
   const url = pathToFileURL(file).href;
   await page.goto(url, { waitUntil: "load" });
   await page.waitForLoadState("networkidle");
-  const links = await page.$$eval("a[href], img[src], link[href], script[src]", (els) =>
+  const links = await page.$$eval("a[href], link[href], script[src]", (els) =>
     els.map((e) => e.getAttribute("href") ?? e.getAttribute("src")));
   for (const l of links) {
     if (!l || /^(https?:|mailto:|blob:|#)/.test(l)) continue;
@@ -50,26 +50,11 @@ for (const file of pages) {
     await page.click("#open-perfetto");
     out.fileHelpShown = await page.isVisible("#perfetto-help");
   }
-  if (!out.stepper && (await page.$("#steps"))) {
-    const steps = JSON.parse(await page.textContent("#steps"));
-    const longest = steps.reduce((a, b) => (b.steps.length > a.steps.length ? b : a));
-    if (longest.steps.length > 2) {
-      await page.click(`[data-rewrite="${longest.index}"]`);
-      const seen = [await page.textContent("#position")];
-      await page.keyboard.press("ArrowRight");
-      seen.push(await page.textContent("#position"));
-      await page.keyboard.press("ArrowRight");
-      seen.push(await page.textContent("#position"));
-      await page.keyboard.press("ArrowLeft");
-      seen.push(await page.textContent("#position"));
-      await page.click("#step-list li:last-child");  // a rendered step (a site may render only first and last)
-      await page.waitForFunction(() => { const i = document.getElementById("svg");
-                                         return i.hidden || (i.src && i.complete); }, null, { timeout: 10000 });
-      const img = await page.$eval("#svg", (i) => ({ src: i.getAttribute("src"), ok: i.complete && i.naturalWidth > 0,
-                                                       hidden: i.hidden }));
-      out.stepper = { page: rel, rewrite: longest.index, steps: longest.steps.length, positions: seen, img };
-      await page.screenshot({ path: path.join(shots, "steps.png"), fullPage: false });
-    }
+  if (rel.startsWith("ctx/") && !out.stepper && (await page.$("#viewer-config"))) {  // the step viewer's first graph
+    await page.waitForFunction(() => document.querySelector("#graph svg") &&
+      !document.getElementById("graph").classList.contains("pending"), null, { timeout: 30000 });
+    out.stepper = { page: rel, position: await page.textContent("#position") };
+    await page.screenshot({ path: path.join(shots, "steps.png"), fullPage: false });
   }
   if (rel.startsWith("kernel/") && !fs.existsSync(path.join(shots, "kernel.png")))
     await page.screenshot({ path: path.join(shots, "kernel.png"), fullPage: true });

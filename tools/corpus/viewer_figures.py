@@ -15,7 +15,7 @@ displayed "text"), memory_peaks {device: bytes}, markers [[name, ts_us]];
 "rewrites": contexts [[name, steps in the sidebar, [tracked rewrite names]]], and every UOp a step graph draws:
 uops = flat [uop_fields id, op index, dtype index, ...] into the "ops" and "dtypes" tables (op = first label line,
 dtype = the label's dtype line, "" for void), dtype_names (DType.name -> the dtypes.<attr> its text shows, where
-they differ), slow_graphs / failed_graphs (see graph_json).
+they differ), uop_lists {ctx index: lines of its "View UOp List"}, slow_graphs / failed_graphs (see graph_json).
 UOps drawn = the nodes of uop_to_json(sink) of every tracked rewrite and of uop_to_json(u1) of every match: a later
 step's graph only rebuilds parents (same op and dtype) around those, so this covers every (op, dtype) it shows.
 """
@@ -154,7 +154,29 @@ def rewrites_figures(v: Viewer) -> dict:
         op, dt = seen[i]
         flat += [i, ops.setdefault(op, len(ops)), dts.setdefault(dt, len(dts))]
     names = {k: x for k, x in INVERSE_DTYPES_DICT.items() if k != x}
-    return {"contexts": contexts, "ops": list(ops), "dtypes": list(dts), "uops": flat, "dtype_names": names, **stats}
+    return {"contexts": contexts, "ops": list(ops), "dtypes": list(dts), "uops": flat, "dtype_names": names,
+            "uop_lists": uop_lists(v), **stats}
+
+
+def uop_lists(v: Viewer) -> dict:
+    """ctx index -> the lines of its "View UOp List" step (ANSI codes removed), for releases that have one (0.12+).
+    0.12 prints the ProgramSpec's uops; 0.13+ replay to the do_linearize match (the pattern's code line is read from
+    the release's installed source, so this must run on the machine that made the pickles)."""
+    import re
+    out = {}
+    for i, ctx in enumerate(v.ctxs):
+        for j, step in enumerate(ctx["steps"]):
+            if step["name"] != "View UOp List":
+                continue
+            try:
+                if v.kind == "bytepack":
+                    src = v.serve.get_render(v.data, f"/uops?ctx={i}&step={j}")["src"]
+                else:
+                    src = v.serve.get_stdout(lambda step=step: v.serve.print_uops(step["data"].uops or []))
+            except Exception as e:  # the viewer's own failure is a figure too
+                src = f"error: {type(e).__name__}: {e}"
+            out[i] = re.sub(r"\x1b\[[0-9;]*m", "", src).splitlines()
+    return out
 
 
 # ---- profile ----

@@ -4,13 +4,14 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from ..timeline import ARG_GBS_MEM, ARG_GFLOPS, Role, Timeline, Track
+from ..timeline import ARG_GBS_MEM, ARG_GFLOPS, ARG_PROGRAM, Role, Timeline, Track
 
 
 @dataclass
 class Kernel:
     name: str
     device: str
+    program: str | None = None  # the program's key (hex), when kernels are told apart by program
     count: int = 0
     total_ns: int = 0
     pct: float = 0.0
@@ -33,9 +34,11 @@ def device_tracks(tl: Timeline) -> list[Track]:
     return [t for t in tl.tracks if t.role in (Role.QUEUE, Role.COPY)]
 
 
-def top_kernels(tl: Timeline, max_launches: int = 200) -> list[Kernel]:
-    """Kernels and copies aggregated by (device string, name), longest total time first; % of that device's time."""
-    kernels: dict[tuple[str, str], Kernel] = {}
+def top_kernels(tl: Timeline, max_launches: int = 200, by_program: bool = False) -> list[Kernel]:
+    """Kernels and copies aggregated by (device string, name), longest total time first; % of that device's time.
+    `by_program`: one entry per launched program (its key, where the profile has them: one name may cover several
+    programs), else per name as tinygrad's `viz.cli -t` counts them."""
+    kernels: dict[tuple[str, str, str | None], Kernel] = {}
     device_ns: dict[str, int] = defaultdict(int)
     for t in device_tracks(tl):
         for i in range(len(t)):
@@ -43,10 +46,11 @@ def top_kernels(tl: Timeline, max_launches: int = 200) -> list[Kernel]:
             if d <= 0:
                 continue
             name = tl.strings[t.names[i]]
-            k = kernels.get((t.name, name))
-            if k is None:
-                k = kernels[(t.name, name)] = Kernel(name, t.name)
             args = t.args.get(i, {})
+            key = (t.name, name, args.get(ARG_PROGRAM) if by_program else None)
+            k = kernels.get(key)
+            if k is None:
+                k = kernels[key] = Kernel(name, t.name, key[2])
             k.count += 1
             k.total_ns += d
             device_ns[t.name] += d
@@ -58,4 +62,4 @@ def top_kernels(tl: Timeline, max_launches: int = 200) -> list[Kernel]:
                 k.launches.append({"ts": t.ts[i], "dur": d, "track": t.name, "args": args})
     for k in kernels.values():
         k.pct = 100.0 * k.total_ns / device_ns[k.device] if device_ns[k.device] else 0.0
-    return sorted(kernels.values(), key=lambda k: (-k.total_ns, k.device, k.name))
+    return sorted(kernels.values(), key=lambda k: (-k.total_ns, k.device, k.name, k.program or ""))

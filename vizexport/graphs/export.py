@@ -8,18 +8,16 @@ running its own `dot`; identical graphs are laid out once across all of them.
 from __future__ import annotations
 
 import hashlib
-import multiprocessing
-import os
 import re
-import signal
 import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Any
 
 from .. import __version__
 from ..errors import InputError
+from ..forks import default_jobs, forked_map
 from ..gcpause import gc_paused
 from ..output import Progress, remove_leftovers, slug, write_atomic
 from ..records import GraphStep, Match, Rewrite, RewriteSteps, StepGraphs, StepNodes
@@ -51,7 +49,6 @@ class Settings:
     steps: str  # one of POLICIES
     max_nodes: int
     timeout: float
-    shared: bool  # one caption-less file per distinct graph (svg/<digest>.svg) instead of one per step
 
 
 @dataclass(frozen=True)
@@ -71,15 +68,13 @@ class Task:
 def render_rewrites(graphs: StepGraphs, outdir: Path | str, ctx: str | None = None, rewrite: str | None = None,
                     all_steps: bool = False, max_nodes: int = 400, jobs: int | None = None,
                     timeout: float = 30.0, progress: Progress | None = None,
-                    steps: str = "default", shared: bool = False) -> Manifest:
+                    steps: str = "default") -> Manifest:
     """Render the steps of a rewrites trace as SVGs under `outdir`; return the manifest (also written to
     outdir/manifest.json).
 
     ctx / rewrite: regular expressions (re.search) selecting contexts by name and rewrites by name. By default every
     rewrite gets its first and last state and, with at most 50 matches, every step (`steps="default"`);
     `steps="ends"` renders only the first and last states, `steps="all"` (or `all_steps`) every step.
-    `shared`: each distinct graph is written once, without a caption, as svg/<digest>.svg (for the site), instead
-    of one captioned file per step at <context>/<rewrite-index>-<rewrite>/<step>.svg.
     Graphs above `max_nodes` show the neighbourhood of the change, with a note. `jobs`: processes (default: the CPUs
     this process may use). `timeout`: seconds Graphviz may spend on one graph before it is replaced by a note.
     `progress(done, total)` is called as work completes (units: rough cost), e.g. to drive a progress bar.
@@ -90,7 +85,7 @@ def render_rewrites(graphs: StepGraphs, outdir: Path | str, ctx: str | None = No
         raise ValueError("max_nodes and timeout must be positive")
     if steps not in POLICIES:
         raise ValueError(f"steps must be one of {', '.join(POLICIES)}, not {steps!r}")
-    opts = Settings("all" if all_steps else steps, max_nodes, timeout, shared)
+    opts = Settings("all" if all_steps else steps, max_nodes, timeout)
     tasks = _select(graphs, ctx, rewrite, opts.steps)
     check_dot()
     out = Path(outdir)
@@ -175,15 +170,6 @@ def _split(tasks: list[Task], jobs: int) -> list[Task]:
 
 # ---- running contexts, in this process or in a pool ----
 
-_STATE: dict[str, Any] = {}  # what forked workers inherit: the step graphs, output folder, cache folder, options
-
-
-def default_jobs() -> int:
-    """CPUs this process may run on (taskset and cgroup limits included where the OS says)."""
-    affinity = getattr(os, "sched_getaffinity", None)
-    return len(affinity(0)) if affinity else (os.cpu_count() or 1)
-
-
 @dataclass
 class Part:
     """What a task renders: its context's manifest entry (or a part of it), counts, and the work it was."""
@@ -193,25 +179,24 @@ class Part:
     cost: int
 
 
+@dataclass(frozen=True)
+class Run:
+    """What every task of one export shares (forked workers inherit it)."""
+
+    graphs: StepGraphs
+    out: Path
+    cache: Path
+    opts: Settings
+
+
 def _run_tasks(graphs: StepGraphs, tasks: list[Task], out: Path, cache: Path, opts: Settings, jobs: int | None,
                progress: Progress | None) -> dict[int, Part]:
     """Run every task; return one Part per context (parts of split contexts joined in order)."""
-    _STATE.update(graphs=graphs, out=out, cache=cache, opts=opts)
     jobs = max(1, jobs if jobs is not None else default_jobs())
     order = sorted(_split(tasks, jobs), key=lambda t: -t.cost)  # biggest first: better balance
     total = sum(t.cost for t in order)
-    if jobs == 1 or len(order) == 1 or "fork" not in multiprocessing.get_all_start_methods():
-        return _join(_reporting((render_context(t) for t in order), total, progress))
-    pool = multiprocessing.get_context("fork").Pool(min(jobs, len(order)), initializer=_worker_init)
-    try:
-        results = _join(_reporting(pool.imap_unordered(render_context, order), total, progress))
-        pool.close()
-        return results
-    except BaseException:
-        pool.terminate()  # workers exit through SystemExit: their dot processes are killed, temp files removed
-        raise
-    finally:
-        pool.join()
+    return _join(_reporting(forked_map(partial(render_context, Run(graphs, out, cache, opts)), order, jobs), total,
+                            progress))
 
 
 def _reporting(parts: Iterable[Part], total: int, progress: Progress | None) -> Iterator[Part]:
@@ -237,33 +222,18 @@ def _join(parts: Iterable[Part]) -> dict[int, Part]:
     return out
 
 
-def _worker_init() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and terminates the pool
-    signal.signal(signal.SIGTERM, _exit)
-
-
-def _exit(signum: int, frame: Any) -> None:
-    raise SystemExit(1)
-
-
-def render_context(task: Task) -> Part:
+def render_context(run: Run, task: Task) -> Part:
     """Replay and render the selected rewrites of one context; return its manifest entry."""
     # a replay makes millions of tuples and no reference cycles: the cyclic collector would only scan them again
     # and again (and, in a forked worker, copy the pages of the log it inherited)
     with gc_paused():
-        return _render_context(task)
-
-
-def _render_context(task: Task) -> Part:
-    graphs: StepGraphs = _STATE["graphs"]
-    opts: Settings = _STATE["opts"]
-    c = graphs.contexts[task.ctx]
-    session = graphs.session()
-    job = _ContextJob(graphs, task, session.nodes, opts,
-                      SvgWriter(_STATE["out"], _STATE["cache"], opts.timeout, opts.shared))
-    entries = [job.rewrite(ri, c.rewrites[ri], session.replay(c.rewrites[ri])) for ri in task.rewrites]
-    job.svgs.flush()
-    return Part(ContextEntry(task.ctx, c.key.name, c.key.color, task.folder, entries), job.stats(), task.cost)
+        c = run.graphs.contexts[task.ctx]
+        session = run.graphs.session()
+        job = _ContextJob(run.graphs, task, session.nodes, run.opts,
+                          SvgWriter(run.out, run.cache, run.opts.timeout))
+        entries = [job.rewrite(ri, c.rewrites[ri], session.replay(c.rewrites[ri])) for ri in task.rewrites]
+        job.svgs.flush()
+        return Part(ContextEntry(task.ctx, c.key.name, c.key.color, task.folder, entries), job.stats(), task.cost)
 
 
 class _ContextJob:
@@ -358,9 +328,8 @@ class _Pending:
 class SvgWriter:
     """Writes the SVG of each step; lays out each distinct DOT text once (across workers, via `cache`)."""
 
-    def __init__(self, out: Path, cache: Path, timeout: float, shared: bool = False) -> None:
-        self.out, self.cache, self.timeout, self.shared = out, cache, timeout, shared
-        self.written: set[str] = set()  # shared files this worker wrote
+    def __init__(self, out: Path, cache: Path, timeout: float) -> None:
+        self.out, self.cache, self.timeout = out, cache, timeout
         self.status: dict[str, str] = {}  # rendered here: digest → "ok" | "timeout" | "error"
         self.pending: dict[str, _Pending] = {}  # graphs waiting for a batch
         self.nodes = 0  # nodes drawn in the pending batch
@@ -370,8 +339,6 @@ class SvgWriter:
     def add(self, drawn: Drawn, rel: str, caption: str, entry: StepEntry) -> str:
         """Queue a step's graph; return the path its SVG gets (relative to the output folder)."""
         key = hashlib.sha1(drawn.text.encode()).hexdigest()
-        if self.shared:
-            rel, caption = f"svg/{key[:20]}.svg", ""
         if key in self.pending:
             self.pending[key].dests.append((rel, caption, entry))
             return rel
@@ -407,10 +374,7 @@ class SvgWriter:
 
     def _emit(self, status: str, svg: bytes, dests: list[tuple[str, str, StepEntry]]) -> None:
         for rel, caption, entry in dests:
-            if rel not in self.written:
-                self._write(rel, captioned(svg, caption) if caption else svg)
-                if self.shared:
-                    self.written.add(rel)
+            self._write(rel, captioned(svg, caption))
             if status == "t":
                 entry.timeout = True
                 self.timeouts += 1
@@ -444,6 +408,6 @@ def _manifest(graphs: StepGraphs, tasks: list[Task], parts: dict[int, Part], opt
                       sum(s.svg is not None for s in steps), totals.unique_graphs, totals.capped, totals.timeouts,
                       totals.render_errors, totals.replay_errors, len({s.svg for s in steps if s.svg}))
     options = Options(ctx, rewrite, opts.steps, opts.steps == "all", opts.max_nodes, opts.timeout, STEP_LIMIT)
-    layout = "svg/<digest>.svg" if opts.shared else "<context>/<rewrite-index>-<rewrite>/<step:04d>.svg"
+    layout = "<context>/<rewrite-index>-<rewrite>/<step:04d>.svg"
     return Manifest(__version__, graphs.path, ReleaseEntry(graphs.release.name, graphs.release.confidence), options,
                     layout, summary, contexts)

@@ -62,7 +62,6 @@ class ContextEntry:
     color: str | None
     path: str
     rewrites: list[RewriteEntry] = field(default_factory=list)
-    pack: str | None = field(default=None, metadata=OPTIONAL)  # the site's script holding its graphs
 
 
 @dataclass

@@ -9,16 +9,16 @@ schema) is the reference: the tests parse every output with it.
 """
 from __future__ import annotations
 
-import multiprocessing as mp
-import os
 import struct
 import zlib
 from array import array
 from collections.abc import Iterator
+from functools import partial
 from typing import BinaryIO
 
 import numpy as np
 
+from ..forks import forked_map
 from ..output import Progress
 from ..timeline import Timeline, Track, slice_events
 
@@ -348,7 +348,7 @@ def segments(t: Track, size: int = SEGMENT) -> Iterator[tuple[int, int]]:
         yield start, n
 
 
-def _encode(tl: Timeline, job: tuple[int, int, int, int], compress: bool) -> bytes:
+def _encode(tl: Timeline, job: tuple[int, int, int, int], compress: bool = True) -> bytes:
     """One segment of one track as its own sequence: framed (or compressed_packets) bytes."""
     track_index, start, end, seq_id = job
     t = tl.tracks[track_index]
@@ -370,23 +370,14 @@ def _framed(data: bytes, ends: np.ndarray, compress: bool) -> bytes:
     return b"".join(out)
 
 
-_shared: tuple[Timeline, bool] | None = None  # what forked workers encode from (inherited, not pickled)
-
-
-def _encode_shared(job: tuple[int, int, int, int]) -> bytes:
-    assert _shared is not None
-    return _encode(_shared[0], job, _shared[1])
-
-
 def write(tl: Timeline, out: BinaryIO, compress: bool = True, jobs: int | None = None,
           progress: Progress | None = None) -> int:
     """Stream the trace to `out`: descriptors first, then one sequence per track segment. Returns bytes written.
 
-    With more than one job (default: the number of cores) and a big timeline, segments are encoded in forked
-    worker processes; the output is the same bytes either way. `progress(done, total)` is told the events
-    written so far, a segment at a time.
+    With more than one job (default: the CPUs) and a big timeline, segments are encoded in forked worker processes;
+    the output is the same bytes either way. `progress(done, total)` is told the events written so far, a segment
+    at a time.
     """
-    global _shared
     tracks = tl.walk()
     parents = {t.parent for t in tracks}
     described = [descriptor(t, t.uuid in parents) for t in tracks]
@@ -396,22 +387,13 @@ def write(tl: Timeline, out: BinaryIO, compress: bool = True, jobs: int | None =
     index = {id(t): i for i, t in enumerate(tl.tracks)}
     work = [(index[id(t)], a, b) for t in tracks for a, b in segments(t)]
     work = [(i, a, b, 2 + n) for n, (i, a, b) in enumerate(work)]  # sequence 1 holds the descriptors
-    jobs = jobs or os.cpu_count() or 1
     done, total = 0, tl.n_events()
-    parallel = jobs > 1 and total >= PARALLEL_MIN and "fork" in mp.get_all_start_methods()
-    _shared = (tl, compress)  # set before the fork: the workers inherit it
-    pool = mp.get_context("fork").Pool(min(jobs, len(work))) if parallel else None
-    try:
-        encoded = pool.imap(_encode_shared, work) if pool else (_encode(tl, job, compress) for job in work)
-        for (_, a, b, _), data in zip(work, encoded, strict=True):
-            out.write(data)
-            written += len(data)
-            done += b - a
-            if progress is not None:
-                progress(done, total)
-    finally:
-        _shared = None
-        if pool is not None:
-            pool.terminate()
-            pool.join()
+    jobs = jobs if total >= PARALLEL_MIN else 1
+    for (_, a, b, _), data in zip(work, forked_map(partial(_encode, tl, compress=compress), work, jobs, ordered=True),
+                                  strict=True):
+        out.write(data)
+        written += len(data)
+        done += b - a
+        if progress is not None:
+            progress(done, total)
     return written

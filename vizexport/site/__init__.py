@@ -1,46 +1,64 @@
-"""Static index site: one folder with index.html, kernel and rewrite-context pages, the trace and the step SVGs.
+"""Static site: one folder with index.html, a page per kernel program and per rewrite context, the trace, and every
+step of every rewrite as data that the browser lays out.
 
-No server and no CDN: pages are rendered here with Jinja2, code is highlighted here with Pygments, and one small JS
-file adds table sorting, the step viewer and the "Open in Perfetto" button.
+No server and no CDN: pages are rendered here with Jinja2 and code is highlighted here with Pygments; static/site.js
+sorts tables and opens the trace in Perfetto; static/steps.js rebuilds each step's graph from its context's pack
+(packs.py) and lays it out with Graphviz compiled to WebAssembly (vendor/, pinned by tools/refresh_vizjs.py).
 """
 from __future__ import annotations
 
 import base64
-import gzip
-import itertools
 import json
-import shutil
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import jinja2
-from pygments import highlight
-from pygments.formatters import HtmlFormatter
-from pygments.lexers import CLexer
 
 from .. import __version__
 from ..analysis import Kernel, top_kernels
-from ..graphs.manifest import Manifest, StepEntry, short_path, write_manifest
-from ..output import atomic_file, slug
+from ..graphs.dot import DARK_BELOW, HEADER, HIGHLIGHT
+from ..output import Progress, slug, write_atomic
 from ..perfetto import write_trace
-from ..records import StepGraphs
+from ..records import Context, Listing, StepGraphs
 from ..summary import ProfileSummary, ReleaseInfo
 from ..timeline import ARG_PROGRAM, Timeline
 from ..units import bytes_text, duration_text
+from .code import code_css, highlight_c
+from .packs import PackInfo, write_packs
 
 TRACE = "trace.pftrace"
+STATIC = ("site.css", "site.js", "steps.js")
+VIZ_SCRIPT = "viz.js"  # the vendored Graphviz library, as the global the step viewer reads (a script: file:// works)
+KEY_TEXT = 8  # hex digits of a program key shown beside a name that several programs share
+
+
+@dataclass
+class ContextPage:
+    """A rewrite context's page: its rewrites, its pack of steps, and for codegen contexts the program it made."""
+
+    context: Context
+    index: int
+    page: str
+    pack: PackInfo | None = None
+    kernels: list[KernelPage] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.context.key.name
 
 
 @dataclass
 class KernelPage:
-    """A kernel's page: where it is, and its codegen context when the rewrites trace has one."""
+    """A kernel program's page: its launches, and the codegen context and machine code that made it."""
 
     kernel: Kernel
     page: str
-    ctx: dict | None = None
+    label: str  # the name, with the program's key where several programs share it
+    ctx: ContextPage | None = None
+    listing: Listing | None = None
 
 
 def page_name(name: str, n: int) -> str:
@@ -55,46 +73,43 @@ def _args(args: dict) -> str:
 def _env() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.PackageLoader("vizexport.site", "templates"),
                              autoescape=jinja2.select_autoescape(["html"]), keep_trailing_newline=True)
-    env.filters.update(duration=duration_text, bytes=bytes_text, args=_args)
+    env.filters.update(duration=duration_text, bytes=bytes_text, args=_args, json=_script_json)
     return env
 
 
-def _source_html(src: str | None) -> str | None:
-    return highlight(src, CLexer(), HtmlFormatter(cssclass="hl")) if src else None
+def _script_json(x: Any) -> str:
+    """JSON safe inside a <script> element."""
+    return json.dumps(x).replace("</", "<\\/")
 
 
 def build_site(outdir: Path, summary: ProfileSummary | None = None, graphs: StepGraphs | None = None,
-               timeline: Timeline | None = None, render: Callable[[StepGraphs, Path], Manifest] | None = None,
-               rewrites_dir: str = "rewrites") -> Path:
+               timeline: Timeline | None = None, listings: list[Listing] | None = None, max_nodes: int = 400,
+               jobs: int | None = None, progress: Progress | None = None, rewrites_dir: str = "rewrites") -> Path:
     """Write the site into `outdir` and return the path of its index.html.
 
-    `summary` and `timeline` describe the profile, `graphs` its rewrites trace; `render` writes the rewrite step
-    SVGs into a folder (`rewrites_dir`, relative to `outdir`) and returns their manifest.
-    """
+    `summary` and `timeline` describe the profile, `listings` its programs' machine code, `graphs` its rewrites
+    trace, whose step packs go to `rewrites_dir` (relative to `outdir`), written in `jobs` processes. The step
+    viewer shows graphs above `max_nodes` boxes as the neighbourhood of the change, as the SVG export does."""
     outdir.mkdir(parents=True, exist_ok=True)
-    static = resources.files("vizexport.site").joinpath("static")
-    (outdir / "static").mkdir(exist_ok=True)
-    for name in ("site.css", "site.js"):
-        (outdir / "static" / name).write_text(static.joinpath(name).read_text())
-    env, common = _env(), {"version": __version__, "pygments_css": HtmlFormatter(cssclass="hl").get_style_defs()}
-    kernels = [KernelPage(k, f"kernel/{page_name(k.name, n)}.html")
-               for n, k in enumerate(top_kernels(timeline) if timeline is not None else [])]
-    manifest = render(graphs, outdir / rewrites_dir) if graphs and render else None
-    if manifest is not None and manifest.layout.startswith("svg/"):
-        pack_graphs(outdir / rewrites_dir, manifest)
-    contexts = _contexts(graphs, manifest, outdir / rewrites_dir, f"../{rewrites_dir}/".replace("/./", "/"))
-    _link(kernels, contexts)
+    _static(outdir)
+    env, common = _env(), {"version": __version__}
+    code: dict[str, str] = {}  # highlighted sources (a kernel page and its context page show the same)
+    contexts = _contexts(graphs, outdir / rewrites_dir, jobs, progress)
+    kernels = _kernels(timeline, contexts, listings or [])
     title = Path(summary.file if summary else graphs.path if graphs else "vizexport").parent.name or "vizexport"
     t0 = min((t.ts[0] for t in timeline.tracks if len(t)), default=0) if timeline else 0
     if timeline is not None:
         write_trace(timeline, outdir / TRACE)
     for kp in kernels:
-        _page(env, outdir / kp.page, "kernel.html", 1, title=kp.kernel.name, k=kp.kernel, t0=t0, ctx=kp.ctx,
-              source=_source_html(kp.ctx["source"]) if kp.ctx else None, **common)
+        _page(env, outdir / kp.page, "kernel.html", 1, title=kp.label, kp=kp, k=kp.kernel, t0=t0, ctx=kp.ctx,
+              source=_highlighted(kp.ctx.context.source if kp.ctx else None, code), **common)
+    packs = f"{rewrites_dir}/packs/".removeprefix("./")
     for c in contexts:
-        _page(env, outdir / c["page"], "context.html", 1, title=c["name"], ctx=c, rewrites=c["rewrites"],
-              steps_json=json.dumps(c["rewrites"]).replace("</", "<\\/"), kernel=c.get("kernel"),
-              source=_source_html(c["source"]), **common)
+        config = {"context": c.index, "header": HEADER, "highlight": HIGHLIGHT, "darkBelow": DARK_BELOW,
+                  "maxNodes": max_nodes}
+        _page(env, outdir / c.page, "context.html", 1, title=c.name, c=c, ctx=c.context, config=config,
+              pack=f"{packs}{c.pack.path}" if c.pack else None,
+              source=None if c.kernels else _highlighted(c.context.source, code), **common)
     releases = [(label, r) for label, r in (("Profile", summary and summary.tinygrad),
                                             ("Rewrites", graphs and ReleaseInfo.of(graphs.release))) if r]
     span = summary.span_ns if summary else None
@@ -107,78 +122,62 @@ def build_site(outdir: Path, summary: ProfileSummary | None = None, graphs: Step
     return index
 
 
+def _highlighted(src: str | None, done: dict[str, str]) -> str | None:
+    if src is None:
+        return None
+    if src not in done:
+        done[src] = highlight_c(src)
+    return done[src]
+
+
+def _static(outdir: Path) -> None:
+    """The pages' scripts and style, and the Graphviz library with its licences."""
+    package = resources.files("vizexport.site")
+    for name in STATIC:
+        write_atomic(outdir / "static" / name, package.joinpath("static", name).read_bytes())
+    write_atomic(outdir / "static" / "code.css", code_css().encode())
+    viz = base64.b64encode(package.joinpath("vendor", "viz-global.js.gz").read_bytes()).decode()
+    write_atomic(outdir / "static" / VIZ_SCRIPT, f'window.vizexportViz = "{viz}";\n'.encode())
+    write_atomic(outdir / "static" / "LICENSES.txt", package.joinpath("vendor", "LICENSES.txt").read_bytes())
+
+
 def _page(env: jinja2.Environment, path: Path, template: str, depth: int, **ctx: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(env.get_template(template).render(root="../" * depth, **ctx))
 
 
-def pack_graphs(folder: Path, manifest: Manifest) -> None:
-    """Move the distinct step graphs (svg/<digest>.svg) into one script per context: the SVGs in step order, as one
-    gzip stream (consecutive states share most of their text), base64 in a script because a script loads from
-    file:// where a fetch cannot. The site is about a sixth of the size. The manifest (rewritten) names each
-    context's pack; steps keep their svg key, which the pack's index maps to [offset, length] in the stream."""
-    for c in manifest.contexts:
-        keys = list(dict.fromkeys(s.svg for r in c.rewrites for s in r.steps if s.svg))
-        if not keys:
-            continue
-        svgs = [(folder / k).read_bytes() for k in keys]
-        starts = [0, *itertools.accumulate(map(len, svgs))][:-1]
-        pack = {"index": {k: [o, len(b)] for k, o, b in zip(keys, starts, svgs, strict=True)},
-                "data": base64.b64encode(gzip.compress(b"".join(svgs), 9, mtime=0)).decode()}
-        c.pack = f"packs/{c.index}.js"
-        with atomic_file(folder / c.pack) as f:
-            f.write(f"(window.vizexportPacks = window.vizexportPacks || []).push({json.dumps(pack)});\n".encode())
-    shutil.rmtree(folder / "svg", ignore_errors=True)
-    manifest.layout = "packs/<context-index>.js: {index: {svg/<digest>.svg: [offset, length]}, data: base64(gzip)}"
-    write_manifest(folder, manifest)
-
-
-def _step(s: StepEntry, files: Path, svg_root: str, packed: bool) -> dict:
-    """A manifest step as the step viewer shows it (the diff text inlined: it is small)."""
-    p = s.pattern
-    diff = files / s.diff if s.diff else None
-    out = {"loc": [short_path(p.file), p.line] if p else None, "seconds": s.seconds,
-           "changed": s.created, "error": s.error,
-           "svg": (s.svg if packed else svg_root + s.svg) if s.svg else None,
-           "diff": diff.read_text() if diff and diff.exists() else None,
-           "note": "large graph: the neighbourhood of the change is drawn" if s.capped else None}
-    return {k: v for k, v in out.items() if v is not None}  # tens of thousands of steps per page: no nulls
-
-
-def _contexts(graphs: StepGraphs | None, manifest: Manifest | None, files: Path, svg_root: str) -> list[dict]:
-    """One entry per rewrite context: page path, rewrites with their steps (SVG paths relative to the page)."""
+def _contexts(graphs: StepGraphs | None, folder: Path, jobs: int | None, progress: Progress | None
+              ) -> list[ContextPage]:
+    """A page per rewrite context, and the packs of those with rewrites."""
     if graphs is None:
         return []
-    listed = {c.index: c for c in manifest.contexts} if manifest else {}
-    out = []
-    for n, c in enumerate(graphs.contexts):
-        m = listed.get(n)
-        listed_rw = {x.index: x for x in m.rewrites} if m else {}
-        rewrites = []
-        for i, r in enumerate(c.rewrites):
-            mr = listed_rw.get(i)
-            steps = [_step(s, files, svg_root, m.pack is not None) for s in mr.steps] if mr else []
-            rewrites.append({"index": i, "name": r.name, "depth": r.depth, "matches": len(r.matches),
-                             "steps": steps or [{"note": "no steps rendered"}]})
-        out.append({"index": n, "name": c.key.name, "page": f"ctx/{page_name(c.key.name, n)}.html",
-                    "rewrites": rewrites, "n_rewrites": len(c.rewrites),
-                    "n_matches": sum(len(r.matches) for r in c.rewrites), "source": c.source, "keys": c.key.keys,
-                    "pack": svg_root + m.pack if m and m.pack else None})
-    return out
+    pages = [ContextPage(c, n, f"ctx/{page_name(c.key.name, n)}.html") for n, c in enumerate(graphs.contexts)]
+    todo = sum(1 for c in graphs.contexts if c.rewrites)
+    for done, info in enumerate(write_packs(graphs, folder / "packs", jobs), 1):
+        pages[info.index].pack = info
+        if progress:
+            progress(done, todo)
+    return pages
 
 
-def _link(kernels: list[KernelPage], contexts: list[dict]) -> None:
-    """Kernel pages ↔ codegen contexts, by the launch's program key (0.14+) or by name."""
-    by_key: dict[Any, dict] = {}
+def _kernels(timeline: Timeline | None, contexts: list[ContextPage], listings: list[Listing]) -> list[KernelPage]:
+    """A page per launched program, linked to its codegen context and machine code by the program's key (0.14+)
+    or, where launches have none, by name (a later context wins, as in tinygrad's viewers)."""
+    if timeline is None:
+        return []
+    kernels = top_kernels(timeline, by_program=True)
+    names = Counter((k.device, k.name) for k in kernels)
+    by_key: dict[Any, ContextPage] = {}
     for c in contexts:
-        if c["source"] is not None:
-            for k in c["keys"]:
-                by_key.setdefault(k, c)
-            by_key.setdefault(c["name"], c)
-    for kp in kernels:
-        k = kp.kernel
-        key = next((la["args"].get(ARG_PROGRAM) for la in k.launches if la["args"].get(ARG_PROGRAM)), None)
-        kp.ctx = by_key.get(bytes.fromhex(key)) if key else None
-        kp.ctx = kp.ctx or by_key.get(k.name)
-        if kp.ctx is not None and "kernel" not in kp.ctx:
-            kp.ctx["kernel"] = {"name": k.name, "device": k.device, "page": kp.page}
+        by_key.update(dict.fromkeys(c.context.key.keys, c))
+    by_name = {c.name: c for c in contexts if c.context.source is not None}
+    code = {x.key.hex() if x.key else x.name: x for x in listings}
+    out = []
+    for n, k in enumerate(kernels):
+        label = f"{k.name} [{k.program[:KEY_TEXT]}]" if k.program and names[(k.device, k.name)] > 1 else k.name
+        ctx = by_key.get(bytes.fromhex(k.program)) if k.program else by_key.get(k.name) or by_name.get(k.name)
+        kp = KernelPage(k, f"kernel/{page_name(label, n)}.html", label, ctx, code.get(k.program or k.name))
+        if ctx is not None:
+            ctx.kernels.append(kp)
+        out.append(kp)
+    return out

@@ -65,12 +65,17 @@ class NodeLook:
     def fill(self, n: int) -> str:
         return FILLS.get(self.op[n], "#ffffff")
 
+    def fold_rule(self, n: int) -> str:
+        op = self.op[n]
+        if op in FOLDED or (op == "STACK" and not self.src[n]):
+            return "always"
+        return "as_source" if op in BROADCAST else "never"
+
     def foldable(self, n: int) -> bool:
         hit = self._foldable.get(n)
         if hit is None:
-            op, src = self.op[n], self.src[n]
-            hit = op in FOLDED or (op == "STACK" and not src) or (op in BROADCAST and bool(src) and
-                                                                  self.foldable(src[0]))
+            rule = self.fold_rule(n)
+            hit = rule == "always" or (rule == "as_source" and bool(self.src[n]) and self.foldable(self.src[n][0]))
             self._foldable[n] = hit
         return hit
 

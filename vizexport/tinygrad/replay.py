@@ -98,6 +98,7 @@ class Nodes(NodeLook):
         self._keys: dict[int, tuple[Any, Hashable]] = {}  # id(argument object) → (object, key)
         self._embedded: dict[int, tuple[Stub, int]] = {}  # id(UOp stand-in inside an argument) → (it, node)
         self._arg_memo: dict[int, Hashable] = {}  # id(part of an argument) → its key
+        self._origin: dict[int, int] = {}  # rebuilt node → the node it copies (StepNodes.origin)
         self._ops = enum_table(self.release)
         self._tags = semantics(self.release).tags
         # 0.11/0.12 Kernel args point at their AST by table id
@@ -136,13 +137,20 @@ class Nodes(NodeLook):
         if rederive:
             dtype = self._rederived(n, src)
         m = self._index.get((op, dtype, src, akey, tkey))  # the hot path of a replay: keys are not recomputed
-        return self._add(op, dtype, src, self.arg[n], self.tag[n], akey, tkey) if m is None else m
+        if m is None:
+            m = self._add(op, dtype, src, self.arg[n], self.tag[n], akey, tkey)
+            if dtype == self.dtype[n]:  # the same look: n's copy with other sources
+                self._origin[m] = n
+        return m
+
+    def origin(self, n: int) -> int | None:
+        return self._origin.get(n)
 
     def _rederived(self, n: int, src: tuple[int, ...]) -> str:
         """0.14's _rebuild_dtype for the common ops: unchanged unless a source's dtype changed."""
-        old, dt = self.src[n], self.dtype.__getitem__
-        if len(old) != len(src) or list(map(dt, old)) == list(map(dt, src)):
-            return self.dtype[n]
+        old, dtypes = self.src[n], self.dtype
+        if len(old) != len(src) or _same_dtypes(old, src, dtypes):
+            return dtypes[n]
         op = self.op[n]
         if op in PASS_DTYPE and src:
             return self.dtype[src[0]]
@@ -425,6 +433,14 @@ def _substitute_memo(sub: Sub, root: int) -> int:
     return replace[root]
 
 
+def _same_dtypes(old: tuple[int, ...], new: tuple[int, ...], dtypes: list[str]) -> bool:
+    """Whether each changed source has its old source's dtype (a plain loop: this runs at every rebuild)."""
+    for a, b in zip(old, new, strict=True):  # noqa: SIM110 - all() with a generator is twice as slow here
+        if a != b and dtypes[a] != dtypes[b]:
+            return False
+    return True
+
+
 def _depend(rev: defaultdict[int, set[int]], deps: tuple[int, ...], n: int) -> None:
     """rev[d].add(n) for each d; in C for many (a sink has hundreds of sources, and is rebuilt at every step)."""
     if len(deps) > 16:
@@ -498,7 +514,9 @@ class LiveGraph:
         ref[root] = 0
         added = [root]
         stack = [root]
-        while stack:  # each new node once: count its uses of its sources, and visit the new ones
+        if users is not None:
+            users[root] = set()
+        while stack:  # each new node once: count its uses of its sources (and record them), visit the new ones
             n = stack.pop()
             for s in src[n]:
                 if s in ref:
@@ -507,11 +525,9 @@ class LiveGraph:
                     ref[s] = 1
                     added.append(s)
                     stack.append(s)
-        if users is not None:
-            for n in added:
-                users[n] = set()
-            for n in added:
-                for s in src[n]:
+                    if users is not None:
+                        users[s] = set()
+                if users is not None:
                     users[s].add(n)
         return added
 

@@ -17,6 +17,7 @@ from ..walks import BudgetError, CycleError, post_order
 from .common import DTypeText, as_key, sequence, text
 from .estimates import context_cost
 from .profile import is_rewrites
+from .program import find_node, uop_list
 from .releases import enum_table, rewrites_release, uop_leaf, with_override
 
 
@@ -170,7 +171,8 @@ def _context(key: Any, rewrites: list, table: _UOpTable, release: str) -> Contex
                            [_match(m, table) for m in sequence(d.get("matches"))], int(d.get("depth") or 0),
                            bool(d.get("bottom_up")), bool(d.get("walk")), bool(d.get("enter_calls"))))
     ret = key.__dict__.get("ret") if class_name(key) == "TracingKey" else None
-    return Context(_context_key(key), out, _source(key, out, table.uops), context_cost(ret, out, table.uops, release))
+    return Context(_context_key(key), out, _source(key, out, table.uops), context_cost(ret, out, table.uops, release),
+                   uop_list(key, out, table.uops, release))
 
 
 def _source(key: Any, rewrites: list[Rewrite], uops: dict[int, UOpRec]) -> str | None:
@@ -182,18 +184,8 @@ def _source(key: Any, rewrites: list[Rewrite], uops: dict[int, UOpRec]) -> str |
         return ret.__dict__["src"]
     if len(d.get("keys") or ()) < 2:  # schedule contexts have one key; codegen ones (name, ast[, program key])
         return None
-    todo = [r.sink for r in rewrites] + [m.after for r in rewrites for m in r.matches if m.after is not None]
-    seen: set[int] = set()
-    while todo:
-        i = todo.pop()
-        if i in seen or i not in uops:
-            continue
-        seen.add(i)
-        u = uops[i]
-        if u.op_name == "SOURCE" and isinstance(u.arg, str):
-            return u.arg
-        todo.extend(u.src)
-    return None
+    node = find_node(rewrites, uops, "SOURCE")
+    return node.arg if node is not None and isinstance(node.arg, str) else None
 
 
 def _context_key(key: Any) -> Key:

@@ -1,0 +1,56 @@
+"""Work spread over forked processes: each inherits the parent's memory (a profile's timeline, a rewrites trace), so
+only the small results travel back. Used by the trace encoder, the SVG export and the site's step packs."""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+_work: Callable[[Any], Any] | None = None  # the function forked workers run (inherited, never pickled)
+
+
+def default_jobs() -> int:
+    """CPUs this process may run on (taskset and cgroup limits included where the OS says)."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity else (os.cpu_count() or 1)
+
+
+def forked_map(fn: Callable[[Any], Any], items: Iterable[Any], jobs: int | None = None, ordered: bool = False
+               ) -> Iterator[Any]:
+    """fn(item) for each item, in `jobs` forked workers (default: the CPUs), results in item order or, unordered,
+    as they finish. `fn` may be a closure. In this process when there is one job or one item, or no fork (not on
+    Linux and macOS). Ctrl-C or an error stops the workers: they exit through SystemExit, so their own child
+    processes (Graphviz) and temporary files are cleaned up."""
+    global _work
+    items = list(items)
+    jobs = max(1, default_jobs() if jobs is None else jobs)
+    if jobs == 1 or len(items) <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+        yield from map(fn, items)
+        return
+    _work = fn  # set before the fork: the workers inherit it
+    pool = multiprocessing.get_context("fork").Pool(min(jobs, len(items)), initializer=_worker_init)
+    try:
+        yield from (pool.imap if ordered else pool.imap_unordered)(_call, items)
+        pool.close()
+    except BaseException:
+        pool.terminate()
+        raise
+    finally:
+        _work = None
+        pool.join()
+
+
+def _call(item: Any) -> Any:
+    assert _work is not None
+    return _work(item)
+
+
+def _worker_init() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops the pool
+    signal.signal(signal.SIGTERM, _exit)
+
+
+def _exit(signum: int, frame: Any) -> None:
+    raise SystemExit(1)

@@ -1,0 +1,103 @@
+"""Every step of every rewrite, as the site ships it: one script per context (packs/<context>.js) that the step
+viewer (static/steps.js) reads and lays out in the browser.
+
+A pack is gzip'd JSON, base64 in a script because a script loads from file:// where a fetch cannot:
+
+    looks     distinct node looks: [label, fill, fold rule (0 never, 1 always, 2 as its first source), op,
+              argument as folded into a user's box, one-line text for diffs]
+    look      per node: its look, or -1 for its origin's
+    origin    per node: 0, or how far back the node it copies is (StepNodes.origin)
+    src       per node: its sources as distances back; for a copy, 0 where a source is its origin's
+    locs      pattern locations [file, line]
+    rewrites  [name, depth, [[root, matched, replacement, location, seconds, error], …]] per rewrite: a step's graph
+              is everything under its root (node numbers; -1 or null where there is none)
+
+Nodes are numbered in creation order, so sources always come before their users and distances are positive.
+"""
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+from ..forks import forked_map
+from ..gcpause import gc_paused
+from ..graphs.manifest import short_path
+from ..output import write_atomic
+from ..records import GraphStep, Rewrite, StepGraphs, StepNodes
+
+FOLD_RULES = {"never": 0, "always": 1, "as_source": 2}
+GLOBAL = "vizexportPacks"
+
+
+@dataclass
+class PackInfo:
+    """What the pages need to know of a context's pack."""
+
+    index: int
+    path: str  # relative to the packs' folder
+    steps: int
+    errors: int
+    largest: int  # nodes in its largest step graph
+
+
+def write_packs(graphs: StepGraphs, folder: Path, jobs: int | None = None) -> Iterator[PackInfo]:
+    """One pack per context with rewrites, written in forked workers, biggest first (contexts do not share nodes)."""
+    todo = sorted((i for i, c in enumerate(graphs.contexts) if c.rewrites),
+                  key=lambda i: -sum(len(r.matches) for r in graphs.contexts[i].rewrites))
+    yield from forked_map(partial(write_pack, graphs, folder), todo, jobs)
+
+
+def write_pack(graphs: StepGraphs, folder: Path, index: int) -> PackInfo:
+    with gc_paused():  # millions of tuples, no cycles
+        session = graphs.session()
+        ctx = graphs.contexts[index]
+        replays = [(rw, session.replay(rw).steps) for rw in ctx.rewrites]
+        pack = encode(session.nodes, replays)
+    data = json.dumps(pack, separators=(",", ":"), ensure_ascii=False).encode()
+    text = base64.b64encode(gzip.compress(data, 6, mtime=0)).decode()
+    name = f"{index}.js"
+    write_atomic(folder / name, f'(window.{GLOBAL} = window.{GLOBAL} || {{}})[{index}] = "{text}";\n'.encode())
+    steps = [s for _, ss in replays for s in ss]
+    return PackInfo(index, name, len(steps), sum(s.error is not None for s in steps),
+                    max((s.size for s in steps), default=0))
+
+
+def encode(nodes: StepNodes, replays: list[tuple[Rewrite, list[GraphStep]]]) -> dict:
+    """The pack of one replay session (see the module's docstring). Most nodes are copies (a rebuilt user with one
+    source changed): a copy costs its origin's distance and one small number per source."""
+    looks: dict[tuple, int] = {}
+    look, origin, src = [], [], []
+    origin_of, all_src = nodes.origin, nodes.src
+    for n, sources in enumerate(all_src):
+        o = origin_of(n)
+        if o is not None:
+            look.append(-1)
+            origin.append(n - o)
+            src.append([0 if a == b else n - b for a, b in zip(all_src[o], sources, strict=True)])
+            continue
+        rule = nodes.fold_rule(n)
+        arg = nodes.folded(n)[1] if rule == "always" else ""
+        key = (nodes.label(n), nodes.fill(n), FOLD_RULES[rule], nodes.op[n], arg, nodes.text(n))
+        look.append(looks.setdefault(key, len(looks)))
+        origin.append(0)
+        src.append([n - s for s in sources])
+    locs: dict[tuple, int] = {}
+    rewrites = [[rw.name, rw.depth, [_step(s, rw, locs) for s in steps]] for rw, steps in replays]
+    return {"looks": list(looks), "look": look, "origin": origin, "src": src,
+            "locs": [list(k) for k in locs], "rewrites": rewrites}
+
+
+def _step(s: GraphStep, rw: Rewrite, locs: dict[tuple, int]) -> list:
+    m = rw.matches[s.match] if s.match is not None else None
+    loc = locs.setdefault((short_path(m.loc[0]), m.loc[1]), len(locs)) if m is not None and m.loc else -1
+    seconds = float(f"{m.seconds:.3g}") if m is not None and m.seconds is not None else None
+    return [_id(s.sink), _id(s.before), _id(s.after), loc, seconds, s.error]
+
+
+def _id(n: int | None) -> int:
+    return -1 if n is None else n
