@@ -93,3 +93,18 @@ def test_memory_peak_follows_time():
     assert vizexport.summarize(prof).memory_peak == {"NULL": 100}
     (mem,) = [t for t in vizexport.build_timeline(prof).tracks if t.role == Role.MEMORY]
     assert (list(mem.ts), list(mem.values)) == ([0, 10, 20], [100, 0, 100])
+
+
+def test_kernel_categories_from_names_roles_and_uops():
+    """tinygrad's naming (r_ reduces, E_ does not, copies are 'a -> b'), the track's role, and a WMMA in the
+    program's UOps; every kernel of the sample gets one."""
+    from vizexport.analysis import category
+    from vizexport.timeline import Role
+    assert category("r_32_32_32") == "reduce" and category("E_4_4") == "elementwise"
+    assert category("NULL -> NULL:1", Role.QUEUE) == category("x", Role.COPY) == "copy"
+    assert category("batched 3", Role.GRAPH) == "graph batch" and category("custom_fn") == "other"
+    assert category("r_16_16", uops=["   7 Ops.WMMA              dtypes.float.vec(8) [1, 2, 3] x"]) == \
+        "matmul (tensor cores)"
+    tl = vizexport.build_timeline(vizexport.load_profile(SAMPLE / "profile.pkl"))
+    cats = {(k.device, k.name): category(k.name) for k in vizexport.analysis.top_kernels(tl)}
+    assert cats[("NULL", "r_32_32_32")] == "reduce" and cats[("NULL:SDMA:0", "NULL -> NULL:1")] == "copy"
