@@ -17,6 +17,7 @@ from .api import (
     step_graphs,
     summarize,
     write_trace,
+    write_windows,
 )
 from .errors import InputError
 from .records import Profile, Release, RewriteLog, StepGraphs
@@ -24,4 +25,4 @@ from .timeline import Timeline
 
 __all__ = ["InputError", "Profile", "Release", "RewriteLog", "StepGraphs", "Timeline", "build_site", "build_timeline",
            "decode_launches", "load_any", "load_profile", "load_rewrites", "render_rewrites", "step_graphs",
-           "summarize", "write_trace"]
+           "summarize", "write_trace", "write_windows"]

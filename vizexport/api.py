@@ -9,6 +9,7 @@
 """
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from .graphs import render_rewrites as render_steps
 from .graphs.manifest import Manifest
 from .output import Progress, atomic_folder
 from .perfetto import write_trace
+from .perfetto.split import Split, write_split
 from .records import Profile, RewriteLog, StepGraphs
 from .site import build_site as write_site
 from .sqtt import Launch, load_launches
@@ -27,9 +29,10 @@ from .timeline import Timeline
 from .tinygrad import load_any, load_profile, load_rewrites
 from .tinygrad.replay import step_graphs
 from .tinygrad.timeline import build_timeline as _build_timeline
+from .windows import OVERVIEW_SLICES, WINDOW_EVENTS
 
 __all__ = ["build_site", "build_timeline", "decode_launches", "load_any", "load_profile", "load_rewrites",
-           "render_rewrites", "step_graphs", "summarize", "write_trace"]
+           "render_rewrites", "step_graphs", "summarize", "write_trace", "write_windows"]
 
 
 def decode_launches(prof: Profile) -> list[Launch]:
@@ -43,6 +46,13 @@ def build_timeline(prof: Profile, rewrites: RewriteLog | None = None, launches: 
     """The profile's tracks; with its rewrites trace, kernels also get compile-time estimates and codegen names."""
     with gc_paused():  # millions of acyclic objects: see gcpause
         return _build_timeline(prof, rewrites, decode_launches(prof) if launches is None else launches)
+
+
+def write_windows(tl: Timeline, path: Path | str, window_events: int = WINDOW_EVENTS, compress: bool = True,
+                  overview_slices: int = OVERVIEW_SLICES, progress: Progress | None = None) -> Split:
+    """`tl` as an overview (keeping about `overview_slices` slices whole) at `path` and windows of about
+    `window_events` events beside it (perfetto.split)."""
+    return write_split(tl, Path(path), window_events, compress, overview_slices, progress)
 
 
 def render_rewrites(rewrites: RewriteLog | StepGraphs, outdir: Path | str, **options: Any) -> Manifest:
@@ -69,12 +79,14 @@ def build_site(outdir: Path | str, profile: Profile | None = None, rewrites: Rew
     is also the SVG step export (render_rewrites, which needs Graphviz's `dot`). `timeline` and `summary` reuse ones
     already built from `profile`. `atomic`: built beside `outdir`, which it replaces once complete (an existing
     `outdir` must be empty or an earlier output). `render_options` go to graphs.render_rewrites (ctx, rewrite,
-    steps, max_nodes, jobs, …); the site's step viewer uses max_nodes and jobs."""
+    steps, max_nodes, jobs, …); the site's step viewer uses max_nodes and jobs; `window_events` (None: never) splits
+    a bigger trace into an overview and windows."""
     outdir = Path(outdir)
     if atomic:
         with atomic_folder(outdir) as tmp:
             build_site(tmp, profile, rewrites, progress, timeline, summary, atomic=False, **render_options)
         return outdir / "index.html"
+    window_events = render_options.pop("window_events", WINDOW_EVENTS) or sys.maxsize  # None: one trace
     launches = decode_launches(profile) if profile is not None and (timeline is None or summary is None) else []
     listings = []
     if profile is not None:
@@ -86,4 +98,4 @@ def build_site(outdir: Path | str, profile: Profile | None = None, rewrites: Rew
         render_steps(graphs, outdir, progress=progress, **render_options)
     view = {k: render_options[k] for k in ("max_nodes", "jobs") if render_options.get(k) is not None}
     return write_site(outdir, summary, graphs, timeline, listings, progress=progress,
-                      rewrites_dir="rewrites" if profile is not None else ".", **view)
+                      rewrites_dir="rewrites" if profile is not None else ".", window_events=window_events, **view)

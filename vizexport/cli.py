@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import time
 import warnings
@@ -23,10 +24,12 @@ from .info import as_json, as_text
 from .limits import GIB, limit_memory, memory_budget
 from .output import Progress, atomic_folder, write_atomic
 from .perfetto import FORMATS, writer_for
+from .perfetto.split import read_index, windows_folder
 from .pickles import brief
 from .records import Profile, RewriteLog
-from .site.serve import serve
+from .site.serve import run_trace_processor, serve
 from .tinygrad.releases import RELEASES
+from .windows import WINDOW_EVENTS
 
 COMMANDS = ("convert", "info", "demo", "open")
 USAGE = """vizexport PROFILE.pkl [REWRITES.pkl] -o OUT.pftrace|OUT.pftrace.gz|OUT.json|OUT.json.gz
@@ -56,6 +59,11 @@ def parser() -> argparse.ArgumentParser:
     conv.add_argument("-o", "--output", required=True, metavar="OUT",
                       help=f"output file, its name picks the format: {', '.join(FORMATS)}; or a folder OUT/")
     conv.add_argument("--no-compress", action="store_true", help="no compressed_packets in .pftrace output")
+    conv.add_argument("--window-events", type=int, default=WINDOW_EVENTS, metavar="N",
+                      help=f"a trace of more events is written as an overview at OUT and windows of about N events "
+                           f"in OUT's folder NAME.windows/ (default {WINDOW_EVENTS:,}: a window opens in the Perfetto "
+                           "UI in about 1 GB of browser memory)")
+    conv.add_argument("--no-split", action="store_true", help="always write one trace, however big")
     rw = conv.add_argument_group("rewrite SVGs (folder output of a rewrites.pkl alone; the site lays out every step "
                                  "in the browser)")
     rw.add_argument("--ctx", metavar="REGEX", help="only rewrite contexts whose name matches")
@@ -72,8 +80,15 @@ def parser() -> argparse.ArgumentParser:
     info.add_argument("files", nargs="+", type=Path, metavar="FILE")
     info.add_argument("--json", action="store_true", help="print a JSON list instead of text")
     _common(info)
-    op = sub.add_parser("open", help="open a trace in ui.perfetto.dev (served once from 127.0.0.1:9001)")
+    op = sub.add_parser("open", help="open a trace in ui.perfetto.dev (served once from 127.0.0.1:9001); a trace "
+                        "written as windows opens its overview, or a window")
     op.add_argument("trace", type=Path, metavar="TRACE")
+    at = op.add_mutually_exclusive_group()
+    at.add_argument("--at", metavar="TIME", help="open the window holding this time from the run's start "
+                    "(12.5s, 800ms, 3m)")
+    at.add_argument("--window", type=int, metavar="N", help="open window N (index.json lists them)")
+    op.add_argument("--trace-processor", type=Path, metavar="PATH", help="a native trace_processor (or "
+                    "trace_processor_shell) binary: it loads the trace and the UI uses it (RPC on 127.0.0.1:9001)")
     op.add_argument("--no-browser", action="store_true", help="only print the link (e.g. on a remote machine)")
     op.add_argument("--port", type=int, default=9001, help="9001 is the port the Perfetto UI allows (default)")
     op.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
@@ -129,19 +144,24 @@ def progress_bar(desc: str, unit: str, quiet: bool = False) -> Iterator[Progress
 
 
 def convert(inputs: Sequence[Path], output: Path, version: str | None = None, compress: bool = True,
-            quiet: bool = False) -> int:
-    """PROFILE [REWRITES] → one trace file."""
+            quiet: bool = False, window_events: int | None = None) -> int:
+    """PROFILE [REWRITES] → one trace file, or (above `window_events` events) an overview and windows."""
     if is_folder(str(output)):
         raise InputError(f"{output}: names a folder, not a trace file ({', '.join('*' + f for f in FORMATS)})")
     t0 = time.perf_counter()
     with gc_paused():  # millions of acyclic objects: see gcpause
         prof, log = load_inputs(inputs, version)
         tl = api.build_timeline(prof, log)
-        with progress_bar("writing", " events", quiet) as progress:
-            size = api.write_trace(tl, output, compress=compress, progress=progress)
-    if not quiet:
         n = tl.n_events()
-        print(f"wrote {output}: {n:,} events on {len(tl.tracks)} tracks, {size:,} bytes "
+        with progress_bar("writing", " events", quiet) as progress:
+            if window_events is not None and n > window_events:
+                split = api.write_windows(tl, output, window_events, compress=compress, progress=progress)
+                size, what = split.bytes, (f"the overview, and {len(split.windows)} windows in "
+                                           f"{split.folder}{os.sep} (index.json lists them)")
+            else:
+                size, what = api.write_trace(tl, output, compress=compress, progress=progress), ""
+    if not quiet:
+        print(f"wrote {output}{': ' + what if what else ''}: {n:,} events on {len(tl.tracks)} tracks, {size:,} bytes "
               f"({size / max(prof.n_events, 1):.1f} B/profile event) in {time.perf_counter() - t0:.2f} s")
     return 0
 
@@ -158,19 +178,55 @@ def export_folder(inputs: Sequence[Path], outdir: Path, version: str | None = No
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
+    if args.window_events < 1:
+        raise InputError(f"--window-events must be positive, not {args.window_events}")
     if is_folder(args.output):
         opts = {"ctx": args.ctx, "rewrite": args.rewrite, "all_steps": args.all_steps, "max_nodes": args.max_nodes,
-                "jobs": args.jobs, "steps": args.steps}
+                "jobs": args.jobs, "steps": args.steps, "window_events": None if args.no_split else args.window_events}
         export_folder(args.inputs, Path(args.output), args.tinygrad_version, **opts)
         return 0
-    return convert(args.inputs, Path(args.output), args.tinygrad_version, not args.no_compress)
+    return convert(args.inputs, Path(args.output), args.tinygrad_version, not args.no_compress,
+                   window_events=None if args.no_split else args.window_events)
 
 
 def cmd_open(args: argparse.Namespace) -> int:
     if not args.trace.is_file():
         raise InputError(f"{args.trace}: no such trace file")
-    serve(args.trace, args.port, browser=not args.no_browser)
+    trace = pick_window(args.trace, args.at, args.window)
+    if args.trace_processor is not None:
+        return run_trace_processor(args.trace_processor, trace, browser=not args.no_browser)
+    serve(trace, args.port, browser=not args.no_browser)
     return 0
+
+
+TIME_UNITS = {"ns": 1, "us": 1e3, "µs": 1e3, "ms": 1e6, "s": 1e9, "m": 60e9, "min": 60e9, "h": 3600e9}
+
+
+def parse_time(text: str) -> int:
+    """'12.5s', '800ms', '3m', '12.5' (seconds) → ns."""
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zµ]*)\s*", text)
+    if m is None or m.group(2) not in ("", *TIME_UNITS):
+        raise InputError(f"--at {text}: not a time (e.g. 12.5s, 800ms, 3m)")
+    return round(float(m.group(1)) * TIME_UNITS[m.group(2) or "s"])
+
+
+def pick_window(trace: Path, at: str | None, window: int | None) -> Path:
+    """The trace to open: the one named, or one of its windows (by time from the run's start, or by number)."""
+    if at is None and window is None:
+        return trace
+    index = read_index(trace)
+    if index is None:
+        raise InputError(f"{trace}: was written whole, without windows (no {windows_folder(trace)}{os.sep}index.json)")
+    wins = index["windows"]
+    if window is None:
+        ns = index["t0_ns"] + parse_time(at or "")
+        window = next((w for w, x in enumerate(wins) if x["start_ns"] <= ns < x["end_ns"]), -1)
+        if window < 0:
+            span = (wins[-1]["end_ns"] - index["t0_ns"]) / 1e9
+            raise InputError(f"--at {at}: outside the run (0 s to {span:.3f} s)")
+    if not 0 <= window < len(wins):
+        raise InputError(f"--window {window}: the trace has windows 0 to {len(wins) - 1}")
+    return windows_folder(trace) / wins[window]["file"]
 
 
 def cmd_info(args: argparse.Namespace) -> int:

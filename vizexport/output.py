@@ -40,7 +40,8 @@ def atomic_file(path: Path) -> Iterator[BinaryIO]:
         raise
 
 
-OURS = ("index.html", "manifest.json")  # a folder holding one of these at its top is an earlier vizexport output
+# a folder holding one of these at its top is an earlier vizexport output (a site, an SVG export, trace windows)
+OURS = ("index.html", "manifest.json", "index.json")
 
 
 @contextmanager

@@ -22,10 +22,12 @@ from ..analysis import Kernel, top_kernels
 from ..graphs.dot import DARK_BELOW, HEADER, HIGHLIGHT
 from ..output import Progress, slug, write_atomic
 from ..perfetto import write_trace
+from ..perfetto.split import Split, read_index, write_split
 from ..records import Context, Listing, StepGraphs
 from ..summary import ProfileSummary, ReleaseInfo
 from ..timeline import ARG_PROGRAM, Timeline
 from ..units import bytes_text, duration_text
+from ..windows import WINDOW_EVENTS
 from .code import code_css, highlight_c
 from .packs import PackInfo, write_packs
 
@@ -84,12 +86,14 @@ def _script_json(x: Any) -> str:
 
 def build_site(outdir: Path, summary: ProfileSummary | None = None, graphs: StepGraphs | None = None,
                timeline: Timeline | None = None, listings: list[Listing] | None = None, max_nodes: int = 400,
-               jobs: int | None = None, progress: Progress | None = None, rewrites_dir: str = "rewrites") -> Path:
+               jobs: int | None = None, progress: Progress | None = None, rewrites_dir: str = "rewrites",
+               window_events: int = WINDOW_EVENTS) -> Path:
     """Write the site into `outdir` and return the path of its index.html.
 
     `summary` and `timeline` describe the profile, `listings` its programs' machine code, `graphs` its rewrites
     trace, whose step packs go to `rewrites_dir` (relative to `outdir`), written in `jobs` processes. The step
-    viewer shows graphs above `max_nodes` boxes as the neighbourhood of the change, as the SVG export does."""
+    viewer shows graphs above `max_nodes` boxes as the neighbourhood of the change, as the SVG export does. A
+    timeline of more than `window_events` events is written as an overview and windows (perfetto.split)."""
     outdir.mkdir(parents=True, exist_ok=True)
     _static(outdir)
     env, common = _env(), {"version": __version__}
@@ -98,7 +102,11 @@ def build_site(outdir: Path, summary: ProfileSummary | None = None, graphs: Step
     kernels = _kernels(timeline, contexts, listings or [])
     title = Path(summary.file if summary else graphs.path if graphs else "vizexport").parent.name or "vizexport"
     t0 = min((t.ts[0] for t in timeline.tracks if len(t)), default=0) if timeline else 0
-    if timeline is not None:
+    windows = None
+    if timeline is not None and timeline.n_events() > window_events:
+        split = write_split(timeline, outdir / TRACE, window_events)
+        windows = _window_bar(split, outdir)
+    elif timeline is not None:
         write_trace(timeline, outdir / TRACE)
     for kp in kernels:
         _page(env, outdir / kp.page, "kernel.html", 1, title=kp.label, kp=kp, k=kp.kernel, t0=t0, ctx=kp.ctx,
@@ -118,8 +126,19 @@ def build_site(outdir: Path, summary: ProfileSummary | None = None, graphs: Step
           devices=sorted({kp.kernel.device for kp in kernels}) or list(summary.events) if summary else [],
           span=duration_text(span[1] - span[0]) if span else "-",
           n_trace_events=timeline.n_events() if timeline else 0, trace=TRACE if timeline else None,
-          contexts=contexts, pmc=(summary and summary.pmc) or [], sqtt=(summary and summary.sqtt) or [], **common)
+          contexts=contexts, pmc=(summary and summary.pmc) or [], sqtt=(summary and summary.sqtt) or [],
+          windows=windows, **common)
     return index
+
+
+def _window_bar(split: Split, outdir: Path) -> list[dict]:
+    """The windows as the index page's time bar shows them: file, label, share of the run's time."""
+    index = read_index(split.overview) or {"windows": []}
+    wins = index["windows"]
+    span = max(1, wins[-1]["end_ns"] - wins[0]["start_ns"]) if wins else 1
+    folder = split.folder.relative_to(outdir).as_posix()
+    return [{"file": f"{folder}/{w['file']}", "label": f"{w['start_s']:.3f}–{w['end_s']:.3f} s",
+             "events": w["events"], "pct": 100 * (w["end_ns"] - w["start_ns"]) / span} for w in wins]
 
 
 def _highlighted(src: str | None, done: dict[str, str]) -> str | None:

@@ -6,10 +6,13 @@ the file is served with CORS for ui.perfetto.dev, and nothing else in its folder
 from __future__ import annotations
 
 import http.server
+import subprocess
 import threading
 import urllib.parse
 import webbrowser
 from pathlib import Path
+
+from ..errors import InputError
 
 UI = "https://ui.perfetto.dev"
 
@@ -60,3 +63,22 @@ def serve(path: Path, port: int = 9001, browser: bool = True, once: bool = True)
         server.shutdown()
         server.server_close()
     return url
+
+
+def run_trace_processor(binary: Path, trace: Path, browser: bool = True) -> int:
+    """Load `trace` in a native trace processor serving the Perfetto UI's RPC on 127.0.0.1:9001 (the UI finds it
+    there and offers to use it), open the UI, and wait until the processor exits (Ctrl-C stops it)."""
+    cmd = [str(binary), "--httpd", str(trace)]
+    try:
+        proc = subprocess.Popen(cmd)
+    except OSError as e:
+        raise InputError(f"{binary}: cannot run: {e.strerror or e}") from None
+    print(f"{binary.name} is loading {trace} and serves it on 127.0.0.1:9001\nopen {UI} and accept "
+          "'Use loaded trace' (the native trace processor)", flush=True)
+    if browser:
+        webbrowser.open(UI)
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        proc.terminate()
+        return proc.wait()

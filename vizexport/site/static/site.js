@@ -22,12 +22,11 @@ document.querySelectorAll("table.sortable").forEach((table) => {
 });
 
 // --- Open in Perfetto: ui.perfetto.dev's PING/PONG + postMessage protocol (needs http(s), not file://) ---
-const openButton = document.getElementById("open-perfetto");
-if (openButton) {
-  openButton.addEventListener("click", async () => {
+document.querySelectorAll(".open-perfetto").forEach((button) => {
+  button.addEventListener("click", async () => {
     if (location.protocol === "file:") { document.getElementById("perfetto-help").hidden = false; return; }
     const origin = "https://ui.perfetto.dev";
-    const buffer = await (await fetch(openButton.dataset.trace)).arrayBuffer();
+    const buffer = await (await fetch(button.dataset.trace)).arrayBuffer();
     const ui = window.open(origin + "/#!/");
     if (!ui) { document.getElementById("perfetto-help").hidden = false; return; }
     const timer = setInterval(() => ui.postMessage("PING", origin), 50);
@@ -35,8 +34,9 @@ if (openButton) {
       if (e.source !== ui || e.data !== "PONG") return;
       clearInterval(timer);
       window.removeEventListener("message", onMessage);
-      ui.postMessage({ perfetto: { buffer, title: openButton.dataset.title, fileName: openButton.dataset.trace } }, origin);
+      const fileName = button.dataset.trace.split("/").pop();
+      ui.postMessage({ perfetto: { buffer, title: button.dataset.title, fileName } }, origin);
     };
     window.addEventListener("message", onMessage);
   });
-}
+});

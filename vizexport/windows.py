@@ -1,0 +1,235 @@
+"""A run too big for one browser tab, as traces that each open: windows of the timeline, and an overview.
+
+The Perfetto UI holds a whole trace in browser memory (~175 bytes per slice in its trace processor, more in the page):
+a 20M-event run needs ~5 GB and minutes, and more than a 32-bit engine has. So a big timeline is written as
+- windows: consecutive time ranges, each with every track (descriptors even where empty) and the events that start
+  in it — a slice that crosses a cut goes, whole, to the window where it starts; a counter's window opens with its
+  value at the cut. Cuts fall at natural boundaries where one is near: the start of a JIT graph batch or a marker.
+- an overview of the whole run: slices at least as long as a threshold (chosen so that at most `slices` are kept)
+  stay; shorter ones are folded, per track and interval, into a summary slice on a sibling track `<track> · folded`
+  (count, busy time, top names, and the window that holds them); counters keep each interval's maximum.
+Both are plain Timelines: every trace writer writes them.
+"""
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from .timeline import Role, Timeline, Track
+from .units import duration_text
+
+WINDOW_EVENTS = 2_500_000  # events per window: a window loads in the Perfetto UI in ~15 s and ~0.6 GB
+OVERVIEW_SLICES = 200_000  # slices an overview keeps whole
+OVERVIEW_BINS = 2_000  # intervals short slices are folded into, and counters reduced to
+NATURAL = (Role.GRAPH, Role.MARKERS)  # tracks whose event starts make good cuts
+TOP_NAMES = 3
+
+
+@dataclass(frozen=True)
+class Window:
+    index: int
+    start: int  # ns: the window holds events that start in [start, end)
+    end: int
+    events: int
+
+    @property
+    def name(self) -> str:
+        return f"w{self.index:04d}"
+
+    def label(self, t0: int) -> str:
+        return f"{self.name} ({duration_text(self.start - t0)} – {duration_text(self.end - t0)})"
+
+
+def _times(tl: Timeline) -> np.ndarray:
+    parts = [np.asarray(t.ts) for t in tl.tracks if len(t)]
+    return np.sort(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
+
+
+def plan(tl: Timeline, budget: int = WINDOW_EVENTS) -> list[Window]:
+    """Windows of at most about `budget` events (more only where more events share one timestamp), cut at the
+    latest natural boundary in the second half of a full window, else where the budget runs out."""
+    times = _times(tl)
+    n = len(times)
+    if n == 0:
+        return []
+    nat = np.unique(np.concatenate([np.asarray(t.ts) for t in tl.tracks if t.role in NATURAL and len(t)] or
+                                   [np.zeros(0, np.int64)]))
+    cuts, a = [], 0
+    while n - a > budget:
+        limit = int(times[a + budget])  # events at this time or later do not fit
+        j = int(np.searchsorted(nat, limit, "right")) - 1
+        cut = int(nat[j]) if j >= 0 and nat[j] > times[a + budget // 2] else limit
+        b = int(np.searchsorted(times, cut, "left"))
+        if b <= a:  # more than a window's worth of events at one time: they stay together
+            cut = int(times[a]) + 1
+            b = int(np.searchsorted(times, cut, "left"))
+        cuts.append(cut)
+        a = b
+    bounds = [int(times[0]), *cuts, int(times[-1]) + 1]
+    counts = np.diff(np.searchsorted(times, bounds, "left"))
+    return [Window(i, bounds[i], bounds[i + 1], int(counts[i])) for i in range(len(bounds) - 1)]
+
+
+def _empty_like(tl: Timeline) -> Timeline:
+    out = Timeline(tl.title)
+    out.strings, out._ids = tl.strings, tl._ids  # shared: a window names what the run names
+    return out
+
+
+def _col(like: array, values: np.ndarray) -> array:
+    """`values` as a column of the model (an array of `like`'s type)."""
+    out = array(like.typecode)
+    out.frombytes(np.ascontiguousarray(values, dtype=np.dtype(like.typecode)).tobytes())
+    return out
+
+
+def _bare(t: Track) -> Track:
+    """The track without its events."""
+    return Track(t.uuid, t.name, t.parent, t.rank, t.kind, t.role, t.description, t.unit)
+
+
+def _subdict(d: dict[int, list] | dict[int, dict], keys: np.ndarray, a: int, b: int) -> dict:
+    lo, hi = np.searchsorted(keys, [a, b])
+    return {k - a: d[k] for k in keys[lo:hi].tolist()}
+
+
+def windows(tl: Timeline, plan_: list[Window]) -> Iterator[tuple[Window, Timeline]]:
+    """Each window's Timeline, in order (made one at a time: a 20M-event run holds one window besides itself)."""
+    for t in tl.tracks:
+        _in_time_order(t)
+    keys = {id(t): (np.sort(np.fromiter(t.args, np.int64, len(t.args))),
+                    np.sort(np.fromiter(t.flows_out, np.int64, len(t.flows_out))),
+                    np.sort(np.fromiter(t.flows_in, np.int64, len(t.flows_in)))) for t in tl.tracks}
+    for w in plan_:
+        out = _empty_like(tl)
+        flows: list[tuple[Track, set[int], set[int]]] = []
+        for t in tl.tracks:
+            ts = np.asarray(t.ts)
+            a, b = (int(x) for x in np.searchsorted(ts, [w.start, w.end], "left")) if len(t) else (0, 0)
+            x = _bare(t)
+            if t.kind == "slice":
+                x.ts, x.dur, x.names = t.ts[a:b], t.dur[a:b], t.names[a:b]
+                args_k, out_k, in_k = keys[id(t)]
+                x.args = _subdict(t.args, args_k, a, b)
+                x.flows_out, x.flows_in = _subdict(t.flows_out, out_k, a, b), _subdict(t.flows_in, in_k, a, b)
+                flows.append((x, {f for v in x.flows_out.values() for f in v}, {f for v in x.flows_in.values()
+                                                                                  for f in v}))
+            elif t.kind == "counter":
+                values = np.asarray(t.values)
+                lead = a > 0 and (b == a or ts[a] > w.start)  # the value in force at the cut
+                x.ts, x.values = t.ts[a:b], t.values[a:b]
+                if lead:
+                    x.ts.insert(0, w.start)
+                    x.values.insert(0, int(values[a - 1]))
+            out.tracks.append(x)
+        _keep_whole_flows(flows)
+        yield w, out
+
+
+def _in_time_order(t: Track) -> None:
+    ts = np.asarray(t.ts)
+    if len(ts) > 1 and bool(np.any(ts[1:] < ts[:-1])):  # the timeline builds tracks in time order
+        raise ValueError(f"track {t.name}: events out of time order")
+
+
+def _keep_whole_flows(tracks: list[tuple[Track, set[int], set[int]]]) -> None:
+    """Flows with both ends in the window stay; a flow cut by the window's edge is dropped at both ends."""
+    starts = set().union(*(s for _, s, _ in tracks)) if tracks else set()
+    ends = set().union(*(e for _, _, e in tracks)) if tracks else set()
+    whole = starts & ends
+    for t, s, e in tracks:
+        if s - whole:
+            t.flows_out = {i: kept for i, v in t.flows_out.items() if (kept := [f for f in v if f in whole])}
+        if e - whole:
+            t.flows_in = {i: kept for i, v in t.flows_in.items() if (kept := [f for f in v if f in whole])}
+
+
+# ---- overview ----
+
+def overview(tl: Timeline, plan_: list[Window], slices: int = OVERVIEW_SLICES, bins: int = OVERVIEW_BINS
+             ) -> Timeline:
+    """The whole run in a trace that always opens (see the module's docstring). Each slice track may keep an equal
+    share of `slices` (its longest ones), markers all."""
+    times = [np.asarray(t.ts) for t in tl.tracks if len(t)]
+    t0 = min(int(x[0]) for x in times) if times else 0
+    t1 = max(int(x[-1]) for x in times) + 1 if times else 1
+    edges = np.linspace(t0, t1, bins + 1).astype(np.int64)
+    cut = np.array([w.start for w in plan_[1:]], np.int64)
+    share = slices // max(1, sum(1 for t in tl.tracks if t.kind == "slice" and len(t) and t.role != Role.MARKERS))
+    out = _empty_like(tl)
+    out.title = f"{tl.title} (overview)".strip()
+    next_uuid = max((t.uuid for t in tl.tracks), default=0) + 1
+    for t in tl.walk():
+        x = _bare(t)
+        x.rank = 2 * t.rank  # room for its folded sibling right after it
+        out.tracks.append(x)
+        if t.kind == "counter":
+            ts, values = _counter_maxima(np.asarray(t.ts), np.asarray(t.values), edges)
+            x.ts, x.values = _col(t.ts, ts), _col(t.values, values)
+            if len(t) > len(x.ts):
+                x.description = (t.description + " " if t.description else "") + "(overview: each interval's maximum)"
+        elif t.kind == "slice" and len(t):
+            threshold = _keep_threshold(np.asarray(t.dur), share)
+            keep = np.asarray(t.dur) >= threshold if t.role != Role.MARKERS else np.ones(len(t), bool)
+            _take(t, x, np.flatnonzero(keep))
+            if not keep.all():
+                folded = Track(next_uuid, f"{t.name} · folded", t.parent, 2 * t.rank + 1, "slice", t.role,
+                               f"{t.name}: slices shorter than {duration_text(threshold)}, folded per interval")
+                next_uuid += 1
+                _fold(tl, t, np.flatnonzero(~keep), edges, cut, plan_, folded, t0)
+                out.tracks.append(folded)
+    return out
+
+
+def _keep_threshold(dur: np.ndarray, n: int) -> int:
+    """The shortest duration kept whole, so that at most `n` slices are (all of them, if they are that few)."""
+    if len(dur) <= n:
+        return int(dur.min(initial=0))
+    return int(np.partition(dur, len(dur) - n)[len(dur) - n]) + 1
+
+
+def _take(t: Track, x: Track, idx: np.ndarray) -> None:
+    x.ts, x.dur, x.names = (_col(c, np.asarray(c)[idx]) for c in (t.ts, t.dur, t.names))
+    where = {int(i): k for k, i in enumerate(idx.tolist()) if int(i) in t.args}
+    x.args = {k: t.args[i] for i, k in where.items()}
+
+
+def _counter_maxima(ts: np.ndarray, values: np.ndarray, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    if len(ts) <= len(edges):
+        return ts, values
+    b = np.clip(np.searchsorted(edges, ts, "right") - 1, 0, len(edges) - 2)
+    starts = np.flatnonzero(np.r_[True, b[1:] != b[:-1]])
+    return edges[b[starts]], np.maximum.reduceat(values, starts)
+
+
+def _fold(tl: Timeline, t: Track, idx: np.ndarray, edges: np.ndarray, cut: np.ndarray, plan_: list[Window],
+          out: Track, t0: int) -> None:
+    """One summary slice per interval with folded slices: from the first start to the last end (within the
+    interval), named by the count, with busy time, the top names and the window."""
+    ts, dur, names = np.asarray(t.ts)[idx], np.maximum(np.asarray(t.dur)[idx], 0), np.asarray(t.names)[idx]
+    b = np.clip(np.searchsorted(edges, ts, "right") - 1, 0, len(edges) - 2)
+    starts = np.flatnonzero(np.r_[True, b[1:] != b[:-1]])
+    ends = np.r_[starts[1:], len(b)]
+    first = ts[starts]
+    last = np.maximum.reduceat(ts + dur, starts)
+    stop = np.minimum(np.maximum(last, first + 1), edges[b[starts] + 1])
+    busy = np.add.reduceat(dur, starts)
+    out.ts, out.dur = _col(t.ts, first), _col(t.dur, stop - first)
+    out.names = array(t.names.typecode, [tl.intern(f"{e - s:,} slices") for s, e in zip(starts.tolist(),
+                                                                                         ends.tolist(), strict=True)])
+    win = np.searchsorted(cut, first, "right")
+    for k, (s, e) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True)):
+        top = _top_names(tl, names[s:e], dur[s:e])
+        w = plan_[int(win[k])] if plan_ else None
+        out.args[k] = {"count": e - s, "busy": duration_text(int(busy[k])), "top": top,
+                       **({"window": w.label(t0)} if w else {})}
+
+
+def _top_names(tl: Timeline, names: np.ndarray, dur: np.ndarray) -> str:
+    ids, inv = np.unique(names, return_inverse=True)
+    total = np.bincount(inv, weights=dur)
+    top = np.argsort(-total, kind="stable")[:TOP_NAMES]
+    return ", ".join(f"{tl.strings[int(ids[i])]} ({duration_text(int(total[i]))})" for i in top)
