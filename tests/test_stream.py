@@ -102,3 +102,25 @@ def test_refused_global_is_refused_while_streaming(tmp_path):
     path.write_bytes(pickle.dumps([os.system] * 3, protocol=4))
     with pytest.raises(InputError, match=r"evil.pkl: refused global (posix|os)\.system"):
         stream_profile(path, min_bytes=0)
+
+
+@pytest.mark.parametrize("path", [SAMPLE, *fixture_params("tinygrad/0.14.0-hcq2/profile.pkl")])
+def test_scan_in_parts_equals_one_scan(monkeypatch, tmp_path, path):
+    """Pass 1 split over forked scanners (frames are independent) plans exactly what one sequential scan plans, on a
+    real profile and on one whose shared objects are fetched from many later frames; and the stream then loads."""
+    if path is None:
+        pytest.skip("fixture not present")
+    devices = [f"device {n}" for n in range(3)]
+    events = [{"name": f"n{i}", "dev": devices[i % 3], "ts": str(i)} for i in range(60000)]
+    shared = tmp_path / "shared.pkl"
+    shared.write_bytes(pickle.dumps(events, protocol=4))
+    monkeypatch.setattr(pickles, "_PARALLEL_SCAN", 0)
+    for p in (path, shared):
+        size = p.stat().st_size
+        with open(p, "rb") as f:
+            one, parts = pickles._scan(f, size, jobs=1), pickles._scan(f, size, jobs=3)
+        assert len(one.frames) >= 2 and one.frames == parts.frames and one.memo_at == parts.memo_at
+        assert one.due == parts.due and one.kept == parts.kept
+    got: list = []
+    pickles.stream(shared, got.extend)
+    assert got == events

@@ -10,6 +10,7 @@ from __future__ import annotations
 import bisect
 import builtins
 import io
+import itertools
 import os
 import pickle
 import reprlib
@@ -18,10 +19,13 @@ import stat
 import sys
 from array import array
 from contextlib import redirect_stderr
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from .errors import InputError
+from .forks import default_jobs, forked_map
 
 
 class StandInType(type):
@@ -343,26 +347,95 @@ class _Plan:
         return made if not due else [*made, *due]
 
 
-def _scan(f: Any, size: int) -> _Plan | None:
-    """Pass 1 (a few opcodes per byte, no objects made). None: not a protocol 4/5 top-level list we can stream."""
+def _scan(f: Any, size: int, jobs: int | None = None) -> _Plan | None:
+    """Pass 1 (a few opcodes per byte, no objects made). None: not a protocol 4/5 top-level list we can stream.
+    A big framed stream is scanned in parts, one per CPU: each frame starts at an opcode, so parts are independent
+    and their memo counts and fetches add up."""
     f.seek(0)
-    buf = f.read(_CHUNK)
-    framed = buf[2:3] == OP.FRAME  # a list opens the first frame, unless a big payload comes first (no frame yet)
-    if buf[:1] != OP.PROTO or buf[1] not in (4, 5) or buf[11 if framed else 2:][:2] != OP.EMPTY_LIST + OP.MEMOIZE:
+    head = f.read(16)
+    framed = head[2:3] == OP.FRAME  # a list opens the first frame, unless a big payload comes first (no frame yet)
+    if len(head) < 4 or head[:1] != OP.PROTO or head[1] not in (4, 5) or \
+            head[11 if framed else 2:][:2] != OP.EMPTY_LIST + OP.MEMOIZE:
+        return None
+    fd = f.fileno()
+    frames = _frame_offsets(fd, size) if framed and size >= _PARALLEL_SCAN else None
+    jobs = min(default_jobs() if jobs is None else jobs, len(frames) if frames else 1)
+    if frames is None or jobs <= 1:
+        parts = [_scan_part(fd, size, framed, (2, size))]
+    else:
+        bounds = [frames[len(frames) * k // jobs] for k in range(jobs)] + [size]
+        ranges = list(itertools.pairwise(bounds))
+        parts = list(forked_map(partial(_scan_part, fd, size, framed), ranges, jobs, ordered=True))
+    if any(p is None for p in parts) or not parts[-1].stopped:
         return None
     plan = _Plan(size)
-    frames, memo_at, last = plan.frames, plan.memo_at, plan.last
-    base, i, memo, frame = 0, 2, 0, -1
-    if not framed:  # the stream's start is frame 0 all the same
+    memo = 0
+    for part in parts:
+        base = len(plan.frames)
+        plan.frames += part.frames
+        for n in part.memos:
+            plan.memo_at.append(memo)
+            memo += n
+        for idx, (first, last) in part.fetches.items():
+            if idx >= plan.memo_at[base + first] + part.memos[first]:
+                return None  # fetched before it is made
+            plan.last[idx] = max(plan.last.get(idx, -1), base + last)
+    plan.memo_at.append(memo)
+    if memo >= 1 << 32 or not plan.frames or plan.frames[0] != 2:
+        return None
+    plan.finish()
+    return plan
+
+
+_PARALLEL_SCAN = 64 << 20  # smaller files are scanned in one piece
+
+
+@dataclass
+class _Part:
+    """What pass 1 learnt of a run of frames: their offsets, the memo entries made in each, the fetches (memo index
+    → first and last frame, counted from the part's first frame), and whether the stream's STOP was in it."""
+
+    frames: list[int] = field(default_factory=list)
+    memos: list[int] = field(default_factory=list)
+    fetches: dict[int, tuple[int, int]] = field(default_factory=dict)
+    stopped: bool = False
+
+
+def _frame_offsets(fd: int, size: int) -> list[int] | None:
+    """The offset of every FRAME, hopping from header to header; None if anything but a frame follows a frame (a
+    big payload outside any frame: then one sequential scan)."""
+    out, at = [], 2
+    while at < size:
+        head = os.pread(fd, 9, at)
+        if len(head) < 9 or head[:1] != OP.FRAME:
+            return None
+        out.append(at)
+        at += 9 + int.from_bytes(head[1:9], "little")
+    return out if at == size else None
+
+
+def _scan_part(fd: int, size: int, framed: bool, span: tuple[int, int]) -> _Part | None:
+    """The opcodes in [start, end): the stream after PROTO, or a run of whole frames. Reads with pread: forked
+    scanners share the file descriptor, not an offset."""
+    start, end = span
+    part = _Part()
+    frames, memos, fetches = part.frames, part.memos, part.fetches
+    if start == 2 and not framed:  # the stream's start is frame 0 all the same
         frames.append(2)
-        memo_at.append(0)
-        frame = 0
+    frame = len(frames) - 1  # the part's frame being read
     noarg, fixed, count1, count4, count8 = _NOARG, _FIXED, _COUNT1, _COUNT4, _COUNT8
-    limit = len(buf) - 300 if len(buf) < size else len(buf)
+    base, buf, i, memo = start, os.pread(fd, _CHUNK, start), 0, 0
+
+    def limit_of(base: int, buf: bytes) -> int:  # keep any short opcode whole in the buffer; stop at the part's end
+        return min(len(buf) - 300 if base + len(buf) < size else len(buf), end - base)
+
+    limit = limit_of(base, buf)
     while True:
-        if i >= limit:  # keep any short opcode whole in the buffer
-            buf, base, i = buf[i:] + f.read(_CHUNK), base + i, 0
-            limit = len(buf) - 300 if base + len(buf) < size else len(buf)
+        if i >= limit:
+            if base + i >= end:
+                break
+            buf, base, i = buf[i:] + os.pread(fd, _CHUNK, base + len(buf)), base + i, 0
+            limit = limit_of(base, buf)
             if i >= len(buf):
                 return None  # truncated: the full load reports it
         op = buf[i]
@@ -376,42 +449,41 @@ def _scan(f: Any, size: int) -> _Plan | None:
             if op == _STOP:  # a list ends with APPENDS or APPEND (or is empty)
                 if buf[i - 1] not in _ENDS_LIST and base + i != (13 if framed else 4):
                     return None
+                part.stopped = True
                 break
             i += 1
         elif op in count1:
             i += 2 + buf[i + 1]
         elif op == _LONG_BINGET:
             idx = int.from_bytes(buf[i + 1:i + 5], "little")
-            if idx >= memo:
-                return None
-            last[idx] = frame
+            hit = fetches.get(idx)
+            fetches[idx] = (frame, frame) if hit is None else (hit[0], frame)
             i += 5
         elif op in fixed:
             i += 1 + fixed[op]
         elif op == _FRAME:
+            if frames:
+                memos.append(memo)
             frames.append(base + i)
-            memo_at.append(memo)
             frame += 1
+            memo = 0
             i += 9
         elif op in count4 or op in count8:
             w = 4 if op in count4 else 8
-            end = base + i + 1 + w + int.from_bytes(buf[i + 1:i + 1 + w], "little")
-            if end - base > len(buf):  # a big payload: skip it on disk
-                f.seek(end)
-                buf, base, i = f.read(_CHUNK), end, 0
-                limit = len(buf) - 300 if base + len(buf) < size else len(buf)
+            stop = base + i + 1 + w + int.from_bytes(buf[i + 1:i + 1 + w], "little")
+            if stop - base > len(buf):  # a big payload: skip it on disk
+                buf, base, i = os.pread(fd, _CHUNK, stop), stop, 0
+                limit = limit_of(base, buf)
             else:
-                i = end - base
+                i = stop - base
         else:
             return None  # PUT/GET by text, persistent ids, extensions, out-of-band buffers: use the full load
-        if buf[i] == _MEMOIZE:  # most objects are memoized right after they are made: one iteration for both
+        if buf[i] == _MEMOIZE:  # most objects are memoized right after they are made (the margin keeps i inside)
             memo += 1
             i += 1
-    memo_at.append(memo)
-    if memo >= 1 << 32 or not frames or frames[0] != 2:
-        return None
-    plan.finish()
-    return plan
+    if frames:
+        memos.append(memo)
+    return part
 
 
 def _frame(payload: bytes) -> bytes:
