@@ -6,16 +6,21 @@
     write_trace(tl, "trace.pftrace")              # or .pftrace.gz, .json, .json.gz
     render_rewrites(log, "docs/rewrites/")        # SVG steps + manifest.json
     build_site("site/", prof, log)                # static site
+    kernel_table(prof, log)                       # what `vizexport top` shows (analysis.KernelTable)
+    show_rewrites(log, "r_32", "expander")        # what `vizexport show` shows, as JSON-ready dicts
 """
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
+from .analysis import KernelTable
+from .analysis import kernel_table as _kernel_table
 from .errors import InputError
 from .gcpause import gc_paused
 from .graphs import render_rewrites as render_steps
 from .graphs.manifest import Manifest
+from .graphs.show import context_view, rewrite_view
 from .output import Progress, atomic_folder
 from .perfetto import write_trace
 from .records import Profile, RewriteLog, StepGraphs
@@ -28,8 +33,8 @@ from .tinygrad import load_any, load_profile, load_rewrites
 from .tinygrad.replay import step_graphs
 from .tinygrad.timeline import build_timeline as _build_timeline
 
-__all__ = ["build_site", "build_timeline", "decode_launches", "load_any", "load_profile", "load_rewrites",
-           "render_rewrites", "step_graphs", "summarize", "write_trace"]
+__all__ = ["build_site", "build_timeline", "decode_launches", "kernel_table", "load_any", "load_profile",
+           "load_rewrites", "render_rewrites", "show_rewrites", "step_graphs", "summarize", "write_trace"]
 
 
 def decode_launches(prof: Profile) -> list[Launch]:
@@ -43,6 +48,22 @@ def build_timeline(prof: Profile, rewrites: RewriteLog | None = None, launches: 
     """The profile's tracks; with its rewrites trace, kernels also get compile-time estimates and codegen names."""
     with gc_paused():  # millions of acyclic objects: see gcpause
         return _build_timeline(prof, rewrites, decode_launches(prof) if launches is None else launches)
+
+
+def kernel_table(prof: Profile, rewrites: RewriteLog | None = None, between: tuple[str, str] | None = None,
+                 device: str | None = None) -> KernelTable:
+    """Per kernel program and device: launches, duration statistics, share of device time, achieved GFLOPS and
+    GB/s (with the rewrites trace's estimates), category (with its UOps). `between`: two marker names, keeping the
+    launches that start between them (both ends included); `device`: a device string or root device to keep."""
+    tl = build_timeline(prof, rewrites, launches=[])  # SQTT waves add nothing to the table: not decoded
+    return _kernel_table(tl, rewrites.contexts if rewrites is not None else None, between, device)
+
+
+def show_rewrites(rewrites: RewriteLog | StepGraphs, ctx: str, rewrite: str | None = None) -> dict[str, Any]:
+    """A rewrite context's rewrites or, with `rewrite`, that rewrite replayed match by match (graphs.show):
+    `ctx` and `rewrite` are an index or a regular expression that one name matches."""
+    graphs = _graphs(rewrites)
+    return context_view(graphs, ctx) if rewrite is None else rewrite_view(graphs, ctx, rewrite)
 
 
 def render_rewrites(rewrites: RewriteLog | StepGraphs, outdir: Path | str, **options: Any) -> Manifest:
