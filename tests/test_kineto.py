@@ -154,6 +154,9 @@ def test_cli_flavor(tmp_path: Path):
     for out, message in (("k.pftrace", "--flavor kineto writes Chrome JSON"), ("site/", "not a folder")):
         r = run_cli(SAMPLE / "profile.pkl", "-o", tmp_path / out, "--flavor", "kineto")
         assert r.returncode == 1 and message in r.stderr and not (tmp_path / out).exists(), r.stderr
+    tl = vizexport.build_timeline(vizexport.load_profile(SAMPLE / "profile.pkl"))
+    with pytest.raises(ValueError, match=r"no 'kineto' flavour of Perfetto TrackEvent .* \(it is for \.json\)"):
+        vizexport.write_trace(tl, tmp_path / "k.pftrace", flavor="kineto")
     plain = tmp_path / "plain.json"
     assert run_cli(SAMPLE / "profile.pkl", "-o", plain).returncode == 0
     assert '"cat":"kernel"' not in plain.read_text() and plain.read_text().startswith('{"traceEvents":[')

@@ -152,7 +152,7 @@ def test_between_on_the_sample_and_fixtures():
 
 
 def test_between_bounds_are_inclusive_and_by_start():
-    """A launch starting exactly at a marker is in; one starting before the first marker but ending after is out."""
+    """A launch starting exactly at the end marker is in, one starting a nanosecond after it is out."""
     prof = vizexport.load_profile(SAMPLE / "profile.pkl")
     tl = vizexport.build_timeline(prof)
     table = kernel_table(tl, between=("jit step 1", "jit step 3"))
@@ -237,3 +237,25 @@ def test_cli_text_json_csv():
 def test_text_colours_only_when_asked():
     table = vizexport.kernel_table(vizexport.load_profile(SAMPLE / "profile.pkl"))
     assert "\x1b[" not in tables.as_text(table) and "\x1b[1m" in tables.as_text(table, color=True)
+
+
+@pytest.mark.parametrize("key", ["sample", "tinygrad/0.13.0", "tinygrad/0.12.0"])
+def test_each_kernel_finds_the_program_that_made_it(key: str):
+    """By profile_key on 0.14+ (the sample), by name before (0.12, 0.13): the context whose UOps decide a category."""
+    folder = SAMPLE if key == "sample" else FIXTURES / key
+    if not folder.exists():
+        pytest.skip(f"{folder} not present")
+    prof, log = vizexport.load_profile(folder / "profile.pkl"), vizexport.load_rewrites(folder / "rewrites.pkl")
+    table = vizexport.kernel_table(prof, log)
+    index = vizexport.analysis.ProgramIndex(log.contexts)
+    kernels = [k for k in table.kernels if k.category not in ("copy", "graph batch")]
+    assert kernels and all(k.program for k in kernels) == (key == "sample")
+    for k in kernels:
+        ctx = log.contexts[index.find(k.program, k.name)]
+        assert ctx.key.name == k.name and ctx.program
+    # the linked program's UOps reach the category: a WMMA among them makes the kernel a tensor-core matmul
+    ctx = log.contexts[index.find(kernels[0].program, kernels[0].name)]
+    ctx.program = [*ctx.program, "  99 Ops.WMMA              dtypes.float.vec(8)   [1, 2, 3]   x"]
+    row = next(k for k in vizexport.kernel_table(prof, log).kernels if (k.device, k.program, k.name) == (
+        kernels[0].device, kernels[0].program, kernels[0].name))
+    assert row.category == "matmul (tensor cores)"

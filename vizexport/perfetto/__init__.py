@@ -9,7 +9,7 @@ from __future__ import annotations
 import gzip
 import io
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, ClassVar
 
 from ..output import Progress, atomic_file
 from ..timeline import Timeline
@@ -44,10 +44,11 @@ class PerfettoWriter(TraceWriter):
 
 class ChromeWriter(TraceWriter):
     suffix, binary, description = ".json", False, "Chrome trace JSON"
-    flavors = ("kineto",)
+    layouts: ClassVar[dict[str, type[chrome.Layout]]] = {"kineto": KinetoLayout}  # flavour → its Layout
+    flavors = tuple(layouts)
 
     def write(self, tl: Timeline, out: IO[str], progress: Progress | None = None) -> None:
-        chrome.write(tl, out, progress, KinetoLayout(tl) if self.flavor == "kineto" else None)
+        chrome.write(tl, out, progress, self.layouts[self.flavor](tl) if self.flavor else None)
 
 
 WRITERS: tuple[type[TraceWriter], ...] = (PerfettoWriter, ChromeWriter)
@@ -73,8 +74,9 @@ def write_trace(tl: Timeline, path: Path, compress: bool = True, progress: Progr
         raise ValueError(f"unknown trace format for {path} (use one of {', '.join(FORMATS)})")
     kind, gz = found
     if flavor is not None and flavor not in kind.flavors:
-        raise ValueError(f"{path}: no {flavor!r} flavour of {kind.description} "
-                         f"(it is one of {', '.join(w.suffix for w in WRITERS if flavor in w.flavors) or 'none'})")
+        takers = [w.suffix for w in WRITERS if flavor in w.flavors]
+        raise ValueError(f"{path}: no {flavor!r} flavour of {kind.description} (it is for "
+                         f"{', '.join(takers) or 'no format'})")
     writer = kind(compress=compress and not gz, flavor=flavor)
     with atomic_file(path) as f:
         raw = gzip.GzipFile(fileobj=f, mode="wb", compresslevel=6, mtime=0) if gz else f
