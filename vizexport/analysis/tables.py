@@ -8,6 +8,7 @@ import json
 import math
 from dataclasses import asdict
 
+from ..devices import natural
 from .top import KernelStats, KernelTable
 
 NAME_WIDTH = 38  # tinygrad's `viz.cli -t` pads "<device[:7]> <name>" to this many columns
@@ -49,8 +50,8 @@ def as_text(table: KernelTable, n: int | None = None, color: bool = False) -> st
         pad = " " * max(0, NAME_WIDTH - DEVICE_WIDTH - 1 - len(k.label))
         lines.append(f"{name}{pad} {time_text(k.total_ns)} {k.launches:8d} {k.share:6.2f}% {time_text(k.mean_ns)} "
                      f"{time_text(k.median_ns)} {time_text(k.p90_ns)} {time_text(k.min_ns)} {time_text(k.max_ns)} "
-                     f"{_rate(k.gflops)} {_rate(k.gbs)}  {cyan}{k.category}{reset}".rstrip())
-    for dev, ns in sorted(table.device_ns.items()):
+                     f"{_rate(k.gflops)} {_rate(k.gbs)}  {cyan + k.category + reset if k.category else ''}".rstrip())
+    for dev, ns in sorted(table.device_ns.items(), key=lambda x: natural(x[0])):
         lines.append(f"{dim}{dev}: {time_text(ns, 0).strip()} busy{reset}")
     return "\n".join(lines)
 
