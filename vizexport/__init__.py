@@ -10,10 +10,12 @@ from .api import (
     build_site,
     build_timeline,
     decode_launches,
+    kernel_table,
     load_any,
     load_profile,
     load_rewrites,
     render_rewrites,
+    show_rewrites,
     step_graphs,
     summarize,
     write_trace,
@@ -24,5 +26,5 @@ from .records import Profile, Release, RewriteLog, StepGraphs
 from .timeline import Timeline
 
 __all__ = ["InputError", "Profile", "Release", "RewriteLog", "StepGraphs", "Timeline", "build_site", "build_timeline",
-           "decode_launches", "load_any", "load_profile", "load_rewrites", "render_rewrites", "step_graphs",
-           "summarize", "write_trace", "write_windows"]
+           "decode_launches", "kernel_table", "load_any", "load_profile", "load_rewrites", "render_rewrites",
+           "show_rewrites", "step_graphs", "summarize", "write_trace", "write_windows"]

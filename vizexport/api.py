@@ -6,6 +6,8 @@
     write_trace(tl, "trace.pftrace")              # or .pftrace.gz, .json, .json.gz
     render_rewrites(log, "docs/rewrites/")        # SVG steps + manifest.json
     build_site("site/", prof, log)                # static site
+    kernel_table(prof, log)                       # what `vizexport top` shows (analysis.KernelTable)
+    show_rewrites(log, "r_32", "expander")        # what `vizexport show` shows, as JSON-ready dicts
 """
 from __future__ import annotations
 
@@ -13,10 +15,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .analysis import KernelTable
+from .analysis import kernel_table as _kernel_table
 from .errors import InputError
 from .gcpause import gc_paused
 from .graphs import render_rewrites as render_steps
 from .graphs.manifest import Manifest
+from .graphs.show import context_view, rewrite_view
 from .output import Progress, atomic_folder
 from .perfetto import write_trace
 from .perfetto.split import Split, write_split
@@ -31,8 +36,9 @@ from .tinygrad.replay import step_graphs
 from .tinygrad.timeline import build_timeline as _build_timeline
 from .windows import OVERVIEW_SLICES, WINDOW_EVENTS
 
-__all__ = ["build_site", "build_timeline", "decode_launches", "load_any", "load_profile", "load_rewrites",
-           "render_rewrites", "step_graphs", "summarize", "write_trace", "write_windows"]
+__all__ = ["build_site", "build_timeline", "decode_launches", "kernel_table", "load_any", "load_profile",
+           "load_rewrites", "render_rewrites", "show_rewrites", "step_graphs", "summarize", "write_trace",
+           "write_windows"]
 
 
 def decode_launches(prof: Profile) -> list[Launch]:
@@ -53,6 +59,22 @@ def write_windows(tl: Timeline, path: Path | str, window_events: int = WINDOW_EV
     """`tl` as an overview (keeping about `overview_slices` slices whole) at `path` and windows of about
     `window_events` events beside it (perfetto.split)."""
     return write_split(tl, Path(path), window_events, compress, overview_slices, progress)
+
+
+def kernel_table(prof: Profile, rewrites: RewriteLog | None = None, between: tuple[str, str] | None = None,
+                 device: str | None = None) -> KernelTable:
+    """Per kernel program and device: launches, duration statistics, share of device time, achieved GFLOPS and
+    GB/s (with the rewrites trace's estimates), category (with its UOps). `between`: two marker names, keeping the
+    launches that start between them (both ends included); `device`: a device string or root device to keep."""
+    tl = build_timeline(prof, rewrites, launches=[])  # SQTT waves add nothing to the table: not decoded
+    return _kernel_table(tl, rewrites.contexts if rewrites is not None else None, between, device)
+
+
+def show_rewrites(rewrites: RewriteLog | StepGraphs, ctx: str, rewrite: str | None = None) -> dict[str, Any]:
+    """A rewrite context's rewrites or, with `rewrite`, that rewrite replayed match by match (graphs.show):
+    `ctx` and `rewrite` are an index or a regular expression that one name matches."""
+    graphs = _graphs(rewrites)
+    return context_view(graphs, ctx) if rewrite is None else rewrite_view(graphs, ctx, rewrite)
 
 
 def render_rewrites(rewrites: RewriteLog | StepGraphs, outdir: Path | str, **options: Any) -> Manifest:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import sys
@@ -16,14 +17,15 @@ from typing import Any
 from tqdm import tqdm
 
 from . import __version__, api
+from .analysis import tables
 from .errors import InputError
 from .gcpause import gc_paused
-from .graphs import DotMissing
+from .graphs import DotMissing, show
 from .graphs.export import POLICIES
 from .info import as_json, as_text
 from .limits import GIB, limit_memory, memory_budget
 from .output import Progress, atomic_folder, write_atomic
-from .perfetto import FORMATS, writer_for
+from .perfetto import FLAVORS, FORMATS, writer_for
 from .perfetto.split import read_index, windows_folder
 from .pickles import brief
 from .records import Profile, RewriteLog
@@ -31,10 +33,12 @@ from .site.serve import run_trace_processor, serve
 from .tinygrad.releases import RELEASES
 from .windows import WINDOW_EVENTS
 
-COMMANDS = ("convert", "info", "demo", "open")
-USAGE = """vizexport PROFILE.pkl [REWRITES.pkl] -o OUT.pftrace|OUT.pftrace.gz|OUT.json|OUT.json.gz
+COMMANDS = ("convert", "info", "top", "show", "demo", "open")
+USAGE = """vizexport PROFILE.pkl [REWRITES.pkl] -o OUT.pftrace|OUT.pftrace.gz|OUT.json|OUT.json.gz [--flavor kineto]
        vizexport [PROFILE.pkl] [REWRITES.pkl] -o OUTDIR/     (static site; rewrites alone: SVG steps + manifest)
        vizexport info FILE... [--json]
+       vizexport top PROFILE.pkl [REWRITES.pkl] [--json|--csv] [--between MARKER_A MARKER_B] [--device D] [-n N]
+       vizexport show REWRITES.pkl -s CONTEXT [-i REWRITE] [--json]
        vizexport open TRACE [--no-browser]
        vizexport demo -o OUTDIR"""
 
@@ -64,6 +68,9 @@ def parser() -> argparse.ArgumentParser:
                            f"in OUT's folder NAME.windows/ (default {WINDOW_EVENTS:,}: a window opens in the Perfetto "
                            "UI in about 1 GB of browser memory)")
     conv.add_argument("--no-split", action="store_true", help="always write one trace, however big")
+    conv.add_argument("--flavor", choices=FLAVORS, help="a dialect of the output format: kineto = Chrome JSON as "
+                      "the PyTorch profiler writes it (.json, .json.gz), for Holistic Trace Analysis and alike; "
+                      "always one file")
     rw = conv.add_argument_group("rewrite SVGs (folder output of a rewrites.pkl alone; the site lays out every step "
                                  "in the browser)")
     rw.add_argument("--ctx", metavar="REGEX", help="only rewrite contexts whose name matches")
@@ -80,6 +87,8 @@ def parser() -> argparse.ArgumentParser:
     info.add_argument("files", nargs="+", type=Path, metavar="FILE")
     info.add_argument("--json", action="store_true", help="print a JSON list instead of text")
     _common(info)
+    _top_parser(sub)
+    _show_parser(sub)
     op = sub.add_parser("open", help="open a trace in ui.perfetto.dev (served once from 127.0.0.1:9001); a trace "
                         "written as windows opens its overview, or a window")
     op.add_argument("trace", type=Path, metavar="TRACE")
@@ -97,6 +106,39 @@ def parser() -> argparse.ArgumentParser:
     demo.add_argument("-o", "--output", type=Path, required=True, metavar="OUTDIR")
     _common(demo)
     return p
+
+
+def _top_parser(sub: Any) -> None:
+    top = sub.add_parser("top", help="per kernel program and device: launches, time statistics, share, GFLOPS, "
+                         "GB/s, category", description="The kernels that took the time, longest total first. "
+                         "Durations are those of the device's own slices (as tinygrad's viewer draws them); GFLOPS "
+                         "and GB/s are achieved rates from the rewrites trace's estimates, weighted by time.")
+    top.add_argument("inputs", nargs="+", type=Path, metavar="PICKLE", help="a profile.pkl, optionally with its "
+                     "rewrites.pkl (estimates and UOps for the categories)")
+    fmt = top.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true", help="print JSON (every kernel unless -n)")
+    fmt.add_argument("--csv", action="store_true", help="print CSV (every kernel unless -n)")
+    top.add_argument("--between", nargs=2, metavar=("MARKER_A", "MARKER_B"), help="only launches that START at or "
+                     "after the first marker named MARKER_A and at or before the first named MARKER_B (as tinygrad's "
+                     "viz.cli --interval); a launch may end after MARKER_B")
+    top.add_argument("--device", metavar="D", help="only this device string (NULL:1, AMD:SDMA:0) or root device "
+                     "(AMD: its queue and copy engines)")
+    top.add_argument("-n", type=int, metavar="N", help="the N longest kernels and one row for the rest (default: 20 "
+                     "as text, all for --json/--csv; -1: all)")
+    _common(top)
+
+
+def _show_parser(sub: Any) -> None:
+    sh = sub.add_parser("show", help="a rewrite context, or one rewrite match by match, as text",
+                        description="A context's rewrites (depth, where they ran, matches) or, with -i, one rewrite "
+                        "replayed: its input graph, each match's pattern location and diff, the graph it leaves.")
+    sh.add_argument("rewrites", type=Path, metavar="REWRITES", help="a rewrites.pkl")
+    sh.add_argument("-s", "--ctx", required=True, metavar="CONTEXT", help="the context: its index (as `vizexport "
+                    "show` and the site number them) or a regular expression one name matches")
+    sh.add_argument("-i", "--rewrite", metavar="REWRITE", help="one rewrite of it: its index or a regular "
+                    "expression one name matches")
+    sh.add_argument("--json", action="store_true", help="print JSON")
+    _common(sh)
 
 
 def load_inputs(paths: Sequence[Path], version: str | None, need_profile: bool = True
@@ -144,22 +186,25 @@ def progress_bar(desc: str, unit: str, quiet: bool = False) -> Iterator[Progress
 
 
 def convert(inputs: Sequence[Path], output: Path, version: str | None = None, compress: bool = True,
-            quiet: bool = False, window_events: int | None = None) -> int:
-    """PROFILE [REWRITES] → one trace file, or (above `window_events` events) an overview and windows."""
+            quiet: bool = False, window_events: int | None = None, flavor: str | None = None) -> int:
+    """PROFILE [REWRITES] → one trace file, or (above `window_events` events, no flavor) an overview and windows."""
     if is_folder(str(output)):
         raise InputError(f"{output}: names a folder, not a trace file ({', '.join('*' + f for f in FORMATS)})")
+    found = writer_for(output)
+    if flavor is not None and found is not None and flavor not in found[0].flavors:
+        raise InputError(f"{output}: --flavor {flavor} writes Chrome JSON (name a .json or .json.gz output)")
     t0 = time.perf_counter()
     with gc_paused():  # millions of acyclic objects: see gcpause
         prof, log = load_inputs(inputs, version)
         tl = api.build_timeline(prof, log)
         n = tl.n_events()
         with progress_bar("writing", " events", quiet) as progress:
-            if window_events is not None and n > window_events:
+            if window_events is not None and n > window_events and flavor is None:
                 split = api.write_windows(tl, output, window_events, compress=compress, progress=progress)
                 size, what = split.bytes, (f"the overview, and {len(split.windows)} windows in "
                                            f"{split.folder}{os.sep} (index.json lists them)")
             else:
-                size, what = api.write_trace(tl, output, compress=compress, progress=progress), ""
+                size, what = api.write_trace(tl, output, compress=compress, progress=progress, flavor=flavor), ""
     if not quiet:
         print(f"wrote {output}{': ' + what if what else ''}: {n:,} events on {len(tl.tracks)} tracks, {size:,} bytes "
               f"({size / max(prof.n_events, 1):.1f} B/profile event) in {time.perf_counter() - t0:.2f} s")
@@ -181,12 +226,14 @@ def cmd_convert(args: argparse.Namespace) -> int:
     if args.window_events < 1:
         raise InputError(f"--window-events must be positive, not {args.window_events}")
     if is_folder(args.output):
+        if args.flavor:
+            raise InputError(f"{args.output}: --flavor {args.flavor} is for a .json or .json.gz trace, not a folder")
         opts = {"ctx": args.ctx, "rewrite": args.rewrite, "all_steps": args.all_steps, "max_nodes": args.max_nodes,
                 "jobs": args.jobs, "steps": args.steps, "window_events": None if args.no_split else args.window_events}
         export_folder(args.inputs, Path(args.output), args.tinygrad_version, **opts)
         return 0
     return convert(args.inputs, Path(args.output), args.tinygrad_version, not args.no_compress,
-                   window_events=None if args.no_split else args.window_events)
+                   window_events=None if args.no_split else args.window_events, flavor=args.flavor)
 
 
 def cmd_open(args: argparse.Namespace) -> int:
@@ -235,6 +282,38 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def use_color() -> bool:
+    """ANSI colours on a terminal only (never in pipes, files or CI logs), unless NO_COLOR is set."""
+    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+
+
+def cmd_top(args: argparse.Namespace) -> int:
+    with gc_paused():
+        prof, log = load_inputs(args.inputs, args.tinygrad_version)
+        table = api.kernel_table(prof, log, tuple(args.between) if args.between else None, args.device)
+    if args.device and not table.device_ns and args.device not in table.devices:
+        raise InputError(f"{prof.path}: no launches on device {args.device!r} (devices: "
+                         f"{', '.join(table.devices) or 'none'})")
+    if args.json or args.csv:
+        print((tables.as_json if args.json else tables.as_csv)(table, args.n), end="" if args.csv else "\n")
+    else:
+        print(tables.as_text(table, 20 if args.n is None else args.n, use_color()))
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    with gc_paused():
+        log = api.load_any(args.rewrites, args.tinygrad_version)
+        if not isinstance(log, RewriteLog):
+            raise InputError(f"{args.rewrites}: a profile, not a rewrites trace (show needs rewrites.pkl)")
+        view = api.show_rewrites(log, args.ctx, args.rewrite)
+    if args.json:
+        print(json.dumps(view, indent=1, ensure_ascii=False))
+    else:
+        print((show.context_text if args.rewrite is None else show.rewrite_text)(view, use_color()))
+    return 0
+
+
 def sample_files() -> list[Path]:
     root = resources.files("vizexport.data.sample")
     return [Path(str(root.joinpath("profile.pkl"))), Path(str(root.joinpath("rewrites.pkl")))]
@@ -265,7 +344,7 @@ def _warning_line(message: Warning | str, category: type, *_: object, **__: obje
 
 def inputs_of(args: argparse.Namespace) -> list[Path]:
     return {"convert": lambda: args.inputs, "info": lambda: args.files, "open": lambda: [args.trace],
-            "demo": sample_files}[args.command]()
+            "top": lambda: args.inputs, "show": lambda: [args.rewrites], "demo": sample_files}[args.command]()
 
 
 def describe(e: BaseException, args: argparse.Namespace, limit: int | None) -> str:
@@ -286,7 +365,8 @@ def describe(e: BaseException, args: argparse.Namespace, limit: int | None) -> s
     return f"{names}: {type(e).__name__}: {brief(str(e))} (a corrupt input or a bug; --debug shows where)"
 
 
-COMMAND = {"convert": cmd_convert, "info": cmd_info, "demo": cmd_demo, "open": cmd_open}
+COMMAND = {"convert": cmd_convert, "info": cmd_info, "top": cmd_top, "show": cmd_show, "demo": cmd_demo,
+           "open": cmd_open}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

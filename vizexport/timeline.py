@@ -62,6 +62,7 @@ class Track:
 class Timeline:
     def __init__(self, title: str = "") -> None:
         self.title = title
+        self.device_props: dict[str, dict] = {}  # device string → the properties the profile recorded for it
         self.tracks: list[Track] = []
         self.strings: list[str] = []
         self._ids: dict[str, int] = {}

@@ -1,5 +1,9 @@
-"""Timeline → answers: which kernels took the time (kernels.top_kernels), what kind of work each is (categories)."""
+"""Timeline → answers: which kernels took the time (kernels.top_kernels; top.kernel_table with launch statistics,
+rendered by tables), what kind of work each is (categories), which codegen context made a program (programs)."""
 from .categories import CATEGORIES, category
 from .kernels import Kernel, top_kernels
+from .programs import ProgramIndex
+from .top import KernelStats, KernelTable, kernel_table, marker_window
 
-__all__ = ["CATEGORIES", "Kernel", "category", "top_kernels"]
+__all__ = ["CATEGORIES", "Kernel", "KernelStats", "KernelTable", "ProgramIndex", "category", "kernel_table",
+           "marker_window", "top_kernels"]

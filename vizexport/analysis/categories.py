@@ -25,8 +25,8 @@ def category(name: str, role: Role | None = None, uops: Sequence[str] | None = N
         return COPY
     if uops is not None and any(line.split()[1:2] == ["Ops.WMMA"] for line in uops):
         return TENSOR_CORES
-    if name.startswith("r_"):
+    if name == "r" or name.startswith("r_"):  # a kernel without ranges is named by its kind alone
         return REDUCE
-    if name.startswith("E_"):
+    if name == "E" or name.startswith("E_"):
         return ELEMENTWISE
     return OTHER

@@ -33,11 +33,12 @@ def pretty(nodes: StepNodes, root: int, max_lines: int = MAX_LINES) -> list[str]
     return lines
 
 
-def match_diff(nodes: StepNodes, before: int, after: int, cache: dict[int, list[str]] | None = None) -> list[str]:
+def match_diff(nodes: StepNodes, before: int, after: int, cache: dict[int, list[str]] | None = None,
+               max_lines: int = MAX_LINES) -> list[str]:
     """Unified diff of the matched node's subgraph and its replacement's (without trailing newlines). `cache`:
-    printed subgraphs by node, kept by the caller across the matches of one replay session."""
+    printed subgraphs by node, kept by the caller across the matches of one replay session (and one max_lines)."""
     cache = {} if cache is None else cache
     for n in (before, after):
         if n not in cache:
-            cache[n] = pretty(nodes, n)
+            cache[n] = pretty(nodes, n, max_lines)
     return list(difflib.unified_diff(cache[before], cache[after], "before", "after", lineterm=""))

@@ -1,18 +1,20 @@
 """Writers: Timeline → Perfetto protobuf (.pftrace[.gz]) and Chrome JSON (.json[.gz]).
 
 Each writer says what it writes (its file suffix, binary or text), as pyinstrument's renderers do; `writer_for` picks
-one by an output name, and any writer's output may be gzip'd by adding `.gz`.
+one by an output name, and any writer's output may be gzip'd by adding `.gz`. A writer may speak dialects of its
+format (`flavors`): Chrome JSON also comes as the PyTorch profiler writes it (`kineto`).
 """
 from __future__ import annotations
 
 import gzip
 import io
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, ClassVar
 
 from ..output import Progress, atomic_file
 from ..timeline import Timeline
 from . import chrome, proto
+from .kineto import KinetoLayout
 
 GZ = ".gz"
 
@@ -23,9 +25,11 @@ class TraceWriter:
     suffix = ""
     binary = True
     description = ""
+    flavors: tuple[str, ...] = ()  # dialects of the format it can write, besides its own
 
-    def __init__(self, compress: bool = True) -> None:
+    def __init__(self, compress: bool = True, flavor: str | None = None) -> None:
         self.compress = compress  # the format's own compression, where it has one (off inside a .gz)
+        self.flavor = flavor
 
     def write(self, tl: Timeline, out: IO[Any], progress: Progress | None = None) -> None:
         raise NotImplementedError
@@ -40,13 +44,16 @@ class PerfettoWriter(TraceWriter):
 
 class ChromeWriter(TraceWriter):
     suffix, binary, description = ".json", False, "Chrome trace JSON"
+    layouts: ClassVar[dict[str, type[chrome.Layout]]] = {"kineto": KinetoLayout}  # flavour → its Layout
+    flavors = tuple(layouts)
 
     def write(self, tl: Timeline, out: IO[str], progress: Progress | None = None) -> None:
-        chrome.write(tl, out, progress)
+        chrome.write(tl, out, progress, self.layouts[self.flavor](tl) if self.flavor else None)
 
 
 WRITERS: tuple[type[TraceWriter], ...] = (PerfettoWriter, ChromeWriter)
 FORMATS = tuple(w.suffix + gz for w in WRITERS for gz in ("", GZ))  # every name ending a trace may have
+FLAVORS = tuple(f for w in WRITERS for f in w.flavors)
 
 
 def writer_for(path: Path) -> tuple[type[TraceWriter], bool] | None:
@@ -57,14 +64,20 @@ def writer_for(path: Path) -> tuple[type[TraceWriter], bool] | None:
     return next(((w, gz) for w in WRITERS if stem.endswith(w.suffix)), None)
 
 
-def write_trace(tl: Timeline, path: Path, compress: bool = True, progress: Progress | None = None) -> int:
+def write_trace(tl: Timeline, path: Path, compress: bool = True, progress: Progress | None = None,
+                flavor: str | None = None) -> int:
     """Write `tl` to `path` in the format its name asks for; returns the file size. Nothing is left on failure.
-    `compress`: compressed_packets in a plain .pftrace. `progress(done, total)` is told the events written so far."""
+    `compress`: compressed_packets in a plain .pftrace. `progress(done, total)` is told the events written so far.
+    `flavor`: a dialect of that format (FLAVORS: "kineto" for .json and .json.gz)."""
     found = writer_for(path)
     if found is None:
         raise ValueError(f"unknown trace format for {path} (use one of {', '.join(FORMATS)})")
     kind, gz = found
-    writer = kind(compress=compress and not gz)
+    if flavor is not None and flavor not in kind.flavors:
+        takers = [w.suffix for w in WRITERS if flavor in w.flavors]
+        raise ValueError(f"{path}: no {flavor!r} flavour of {kind.description} (it is for "
+                         f"{', '.join(takers) or 'no format'})")
+    writer = kind(compress=compress and not gz, flavor=flavor)
     with atomic_file(path) as f:
         raw = gzip.GzipFile(fileobj=f, mode="wb", compresslevel=6, mtime=0) if gz else f
         try:

@@ -2,7 +2,8 @@
 
 Root tracks become processes and every slice track (lane) a thread, both with sort indices in timeline order; slices
 are `X` events, instants `i`, counters `C` (named so the trace processor calls the track `<name>`), flows `s`/`f`.
-Timestamps are µs with three decimals, i.e. exact ns.
+Timestamps are µs with three decimals, i.e. exact ns. A `Layout` decides processes, threads and what each slice
+carries beyond its name and times; `Layout` itself is vizexport's own, `kineto.KinetoLayout` the PyTorch profiler's.
 """
 from __future__ import annotations
 
@@ -19,7 +20,43 @@ def _us(ns: int) -> str:
     return f"{sign}{ns // 1000}.{ns % 1000:03d}"
 
 
-def _events(tl: Timeline, progress: Progress | None = None) -> Iterator[str]:
+class Layout:
+    """vizexport's own layout: a process per root track (pid: its uuid), a thread per slice track (tid: its uuid),
+    slices with their own args."""
+
+    decorates = False  # whether slice() adds a category or args (False: the fast path writes args as they are)
+
+    def __init__(self, tl: Timeline) -> None:
+        self.tl = tl
+
+    def header(self) -> dict:
+        """Top-level keys written before traceEvents."""
+        return {}
+
+    def keep(self, t: Track) -> bool:
+        return True
+
+    def pid(self, root: Track) -> int:
+        return root.uuid
+
+    def tid(self, t: Track) -> int:
+        return t.uuid
+
+    def process(self, root: Track, pid: int, order: int) -> list[dict]:
+        """Metadata events of a root track's process."""
+        return [{"ph": "M", "pid": pid, "name": "process_name", "args": {"name": root.name}},
+                {"ph": "M", "pid": pid, "name": "process_sort_index", "args": {"sort_index": order}}]
+
+    def thread(self, t: Track, pid: int, tid: int, order: int) -> list[dict]:
+        return [{"ph": "M", "pid": pid, "tid": tid, "name": "thread_name", "args": {"name": t.name}},
+                {"ph": "M", "pid": pid, "tid": tid, "name": "thread_sort_index", "args": {"sort_index": order}}]
+
+    def slice(self, t: Track, i: int, name: str) -> tuple[str | None, str, dict | None]:
+        """(category, name, args) of event i of slice track t (used when `decorates`)."""
+        return None, name, t.args.get(i)
+
+
+def _events(tl: Timeline, layout: Layout, progress: Progress | None = None) -> Iterator[str]:
     dumps = json.dumps
     tracks = tl.walk()
     root_of: dict[int, Track] = {}
@@ -30,10 +67,11 @@ def _events(tl: Timeline, progress: Progress | None = None) -> Iterator[str]:
             progress(done, total)
         root = t if not t.parent else root_of[t.parent]
         root_of[t.uuid] = root
-        pid = root.uuid
+        if not layout.keep(root) or not layout.keep(t):
+            continue
+        pid = layout.pid(root)
         if not t.parent:
-            yield dumps({"ph": "M", "pid": pid, "name": "process_name", "args": {"name": t.name}})
-            yield dumps({"ph": "M", "pid": pid, "name": "process_sort_index", "args": {"sort_index": order}})
+            yield from map(dumps, layout.process(t, pid, order))
         if t.kind == "counter":  # the trace processor names a C track "<name> <arg key>"
             name, key = _counter_name(tl, t)
             for ts, v in zip(t.ts, t.values, strict=True):
@@ -41,10 +79,9 @@ def _events(tl: Timeline, progress: Progress | None = None) -> Iterator[str]:
             continue
         if t.kind != "slice" or not len(t):
             continue
-        tid = t.uuid
-        yield dumps({"ph": "M", "pid": pid, "tid": tid, "name": "thread_name", "args": {"name": t.name}})
-        yield dumps({"ph": "M", "pid": pid, "tid": tid, "name": "thread_sort_index", "args": {"sort_index": order}})
-        yield from _slices(tl, t, pid, tid)
+        tid = layout.tid(t)
+        yield from map(dumps, layout.thread(t, pid, tid, order))
+        yield from _slices(tl, t, pid, tid, layout if layout.decorates else None)
 
 
 def _counter_name(tl: Timeline, t: Track) -> tuple[str, str]:
@@ -55,28 +92,36 @@ def _counter_name(tl: Timeline, t: Track) -> tuple[str, str]:
     return json.dumps(name), json.dumps(key)
 
 
-def _slices(tl: Timeline, t: Track, pid: int, tid: int) -> Iterator[str]:
+def _slices(tl: Timeline, t: Track, pid: int, tid: int, layout: Layout | None) -> Iterator[str]:
     dumps, strings = json.dumps, tl.strings
     head = f'"pid":{pid},"tid":{tid}'
     for i in range(len(t)):
         ts, d = _us(t.ts[i]), t.dur[i]
-        name = dumps(strings[t.names[i]])
-        args = f',"args":{dumps(t.args[i], default=str)}' if i in t.args else ""
-        if d < 0:
-            yield f'{{"ph":"i","s":"t",{head},"name":{name},"ts":{ts}{args}}}'
+        if layout is None:
+            name, cat = dumps(strings[t.names[i]]), ""
+            args = f',"args":{dumps(t.args[i], default=str)}' if i in t.args else ""
         else:
-            yield f'{{"ph":"X",{head},"name":{name},"ts":{ts},"dur":{_us(d)}{args}}}'
+            c, text, a = layout.slice(t, i, strings[t.names[i]])
+            name, cat = dumps(text), f'"cat":{dumps(c)},' if c else ""
+            args = f',"args":{dumps(a, default=str)}' if a else ""
+        if d < 0:
+            yield f'{{"ph":"i","s":"t",{cat}{head},"name":{name},"ts":{ts}{args}}}'
+        else:
+            yield f'{{"ph":"X",{cat}{head},"name":{name},"ts":{ts},"dur":{_us(d)}{args}}}'
         for f in t.flows_out.get(i, ()):
             yield f'{{"ph":"s","cat":"dep","id":{f},{head},"name":"dep","ts":{ts}}}'
         for f in t.flows_in.get(i, ()):
             yield f'{{"ph":"f","bp":"e","cat":"dep","id":{f},{head},"name":"dep","ts":{ts}}}'
 
 
-def write(tl: Timeline, out: TextIO, progress: Progress | None = None) -> None:
-    """Stream `tl` as Chrome JSON; `progress(done, total)` is told the events written so far, a track at a time."""
-    out.write('{"traceEvents":[\n')
+def write(tl: Timeline, out: TextIO, progress: Progress | None = None, layout: Layout | None = None) -> None:
+    """Stream `tl` as Chrome JSON in `layout` (default: vizexport's own); `progress(done, total)` is told the events
+    written so far, a track at a time."""
+    layout = Layout(tl) if layout is None else layout
+    out.write("{" + "".join(f"{json.dumps(k)}: {json.dumps(v, default=str)}, " for k, v in layout.header().items())
+              + '"traceEvents":[\n')
     first = True
-    for e in _events(tl, progress):
+    for e in _events(tl, layout, progress):
         out.write(e if first else ",\n" + e)
         first = False
     out.write('\n],"displayTimeUnit":"ns"}\n')

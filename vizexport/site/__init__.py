@@ -18,7 +18,7 @@ from typing import Any
 import jinja2
 
 from .. import __version__
-from ..analysis import Kernel, top_kernels
+from ..analysis import Kernel, ProgramIndex, top_kernels
 from ..graphs.dot import DARK_BELOW, HEADER, HIGHLIGHT
 from ..output import Progress, slug, write_atomic
 from ..perfetto import write_trace
@@ -186,15 +186,13 @@ def _kernels(timeline: Timeline | None, contexts: list[ContextPage], listings: l
         return []
     kernels = top_kernels(timeline, by_program=True)
     names = Counter((k.device, k.name) for k in kernels)
-    by_key: dict[Any, ContextPage] = {}
-    for c in contexts:
-        by_key.update(dict.fromkeys(c.context.key.keys, c))
-    by_name = {c.name: c for c in contexts if c.context.source is not None}
+    index = ProgramIndex([c.context for c in contexts])
     code = {x.key.hex() if x.key else x.name: x for x in listings}
     out = []
     for n, k in enumerate(kernels):
         label = f"{k.name} [{k.program[:KEY_TEXT]}]" if k.program and names[(k.device, k.name)] > 1 else k.name
-        ctx = by_key.get(bytes.fromhex(k.program)) if k.program else by_key.get(k.name) or by_name.get(k.name)
+        found = index.find(k.program, k.name)
+        ctx = contexts[found] if found is not None else None
         kp = KernelPage(k, f"kernel/{page_name(label, n)}.html", label, ctx, code.get(k.program or k.name))
         if ctx is not None:
             ctx.kernels.append(kp)

@@ -106,6 +106,7 @@ class _Builder:
                 add_sqtt_tracks(self.tl, group, self.p, mine)
         self._flows()
         self._markers()
+        self.tl.device_props = {d.device: d.props for d in self.p.devices if d.props}  # the last event wins
         return self.tl
 
     # --- slices -------------------------------------------------------------------------------------------------

@@ -1,0 +1,22 @@
+"""Which codegen context made a launched program: by the program's key (0.14+) or, for launches without one, by its
+name — a later context wins, as in tinygrad's viewers. The site's kernel pages and `top`'s categories share it."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..records import Context
+
+
+class ProgramIndex:
+    def __init__(self, contexts: Sequence[Context]) -> None:
+        self.by_key: dict[str | bytes, int] = {}
+        for i, c in enumerate(contexts):
+            self.by_key.update(dict.fromkeys(c.key.keys, i))
+        self.by_name = {c.key.name: i for i, c in enumerate(contexts) if c.source is not None}
+
+    def find(self, program: str | None, name: str) -> int | None:
+        """Index of the context of a launch of `name` (program: its key in hex, where the profile has one)."""
+        if program:
+            return self.by_key.get(bytes.fromhex(program))
+        hit = self.by_key.get(name)
+        return hit if hit is not None else self.by_name.get(name)
