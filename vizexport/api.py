@@ -6,12 +6,18 @@
     write_trace(tl, "trace.pftrace")              # or .pftrace.gz, .json, .json.gz
     render_rewrites(log, "docs/rewrites/")        # SVG steps + manifest.json
     build_site("site/", prof, log)                # static site
+    report(prof, log)                             # analysis.report.Report: where the time went
+    diff(base_prof, pr_prof)                      # analysis.diff.Diff: what changed, with verdicts
 """
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
+from .analysis.diff import Diff, diff_runs
+from .analysis.launches import program_uops
+from .analysis.report import Report, build_report
+from .analysis.stats import ALPHA, MIN_EFFECT
 from .errors import InputError
 from .gcpause import gc_paused
 from .graphs import render_rewrites as render_steps
@@ -28,8 +34,8 @@ from .tinygrad import load_any, load_profile, load_rewrites
 from .tinygrad.replay import step_graphs
 from .tinygrad.timeline import build_timeline as _build_timeline
 
-__all__ = ["build_site", "build_timeline", "decode_launches", "load_any", "load_profile", "load_rewrites",
-           "render_rewrites", "step_graphs", "summarize", "write_trace"]
+__all__ = ["build_site", "build_timeline", "decode_launches", "diff", "load_any", "load_profile", "load_rewrites",
+           "render_rewrites", "report", "step_graphs", "summarize", "write_trace"]
 
 
 def decode_launches(prof: Profile) -> list[Launch]:
@@ -43,6 +49,24 @@ def build_timeline(prof: Profile, rewrites: RewriteLog | None = None, launches: 
     """The profile's tracks; with its rewrites trace, kernels also get compile-time estimates and codegen names."""
     with gc_paused():  # millions of acyclic objects: see gcpause
         return _build_timeline(prof, rewrites, decode_launches(prof) if launches is None else launches)
+
+
+def report(prof: Profile, rewrites: RewriteLog | None = None, timeline: Timeline | None = None,
+           peak_gflops: float | None = None, peak_gbs: float | None = None) -> Report:
+    """Where the time went (analysis.report): busy and idle devices, categories, distributions, launch latency, JIT
+    batches, call sites, achieved against the peaks given. `timeline` reuses one built from `prof`."""
+    tl = build_timeline(prof, rewrites) if timeline is None else timeline
+    return build_report(tl, prof, program_uops(rewrites), peak_gflops, peak_gbs)
+
+
+def diff(base: Profile, pr: Profile, base_rewrites: RewriteLog | None = None, pr_rewrites: RewriteLog | None = None,
+         alpha: float = ALPHA, min_effect: float = MIN_EFFECT, base_timeline: Timeline | None = None) -> Diff:
+    """What changed from the `base` run to the `pr` run (any releases each): kernels matched by program key, else by
+    name and device, each with a noise-aware verdict (analysis.stats); the rewrites traces add estimates and
+    categories. `base_timeline` reuses one built from `base`."""
+    a = build_timeline(base, base_rewrites) if base_timeline is None else base_timeline
+    return diff_runs(a, build_timeline(pr, pr_rewrites), program_uops(base_rewrites), program_uops(pr_rewrites),
+                     alpha, min_effect, (base.release.name, pr.release.name))
 
 
 def render_rewrites(rewrites: RewriteLog | StepGraphs, outdir: Path | str, **options: Any) -> Manifest:
@@ -61,7 +85,8 @@ def _graphs(rewrites: Any) -> StepGraphs:
 
 def build_site(outdir: Path | str, profile: Profile | None = None, rewrites: RewriteLog | None = None,
                progress: Progress | None = None, timeline: Timeline | None = None, summary: Summary | None = None,
-               atomic: bool = True, **render_options: Any) -> Path:
+               atomic: bool = True, baseline: Profile | None = None, baseline_rewrites: RewriteLog | None = None,
+               peak_gflops: float | None = None, peak_gbs: float | None = None, **render_options: Any) -> Path:
     """A static site in `outdir` from a profile and/or its rewrites trace; returns its index.html.
 
     The site holds the trace, a page per kernel program (launches, source, UOp list, AMD disassembly) and per
@@ -69,21 +94,29 @@ def build_site(outdir: Path | str, profile: Profile | None = None, rewrites: Rew
     is also the SVG step export (render_rewrites, which needs Graphviz's `dot`). `timeline` and `summary` reuse ones
     already built from `profile`. `atomic`: built beside `outdir`, which it replaces once complete (an existing
     `outdir` must be empty or an earlier output). `render_options` go to graphs.render_rewrites (ctx, rewrite,
-    steps, max_nodes, jobs, …); the site's step viewer uses max_nodes and jobs."""
+    steps, max_nodes, jobs, …); the site's step viewer uses max_nodes and jobs. With a profile the site has a run
+    report (report.html; `peak_gflops`, `peak_gbs` for achieved vs peak), and with a `baseline` profile (and its
+    rewrites) a diff from that run to this one (diff.html)."""
+    answers = {"baseline": baseline, "baseline_rewrites": baseline_rewrites, "peak_gflops": peak_gflops,
+               "peak_gbs": peak_gbs}
     outdir = Path(outdir)
     if atomic:
         with atomic_folder(outdir) as tmp:
-            build_site(tmp, profile, rewrites, progress, timeline, summary, atomic=False, **render_options)
+            build_site(tmp, profile, rewrites, progress, timeline, summary, atomic=False, **answers, **render_options)
         return outdir / "index.html"
     launches = decode_launches(profile) if profile is not None and (timeline is None or summary is None) else []
-    listings = []
+    listings, run, change = [], None, None
     if profile is not None:
         timeline = build_timeline(profile, rewrites, launches) if timeline is None else timeline
         summary = summarize(profile, launches) if summary is None else summary
         listings = program_listings(profile)
+        run = report(profile, rewrites, timeline, peak_gflops, peak_gbs)
+        if baseline is not None:
+            change = diff_runs(build_timeline(baseline, baseline_rewrites), timeline, program_uops(baseline_rewrites),
+                               program_uops(rewrites), releases=(baseline.release.name, profile.release.name))
     graphs = _graphs(rewrites) if rewrites is not None else None
     if graphs is not None and profile is None:  # the folder is the SVG export too
         render_steps(graphs, outdir, progress=progress, **render_options)
     view = {k: render_options[k] for k in ("max_nodes", "jobs") if render_options.get(k) is not None}
     return write_site(outdir, summary, graphs, timeline, listings, progress=progress,
-                      rewrites_dir="rewrites" if profile is not None else ".", **view)
+                      rewrites_dir="rewrites" if profile is not None else ".", report=run, diff=change, **view)
