@@ -14,6 +14,7 @@ import numpy as np
 
 ALPHA = 0.05
 MIN_EFFECT = 0.05  # |after/before − 1| below this is never a change
+MIN_LAUNCHES = 2  # per side
 CONFIDENCE = 0.95
 RESAMPLES = 2000
 MAX_SAMPLE = 1000  # launches per side the bootstrap resamples (a seeded subsample beyond): its cost stays bounded
@@ -40,8 +41,9 @@ class Change:
 
 
 def reachable(n1: int, n2: int, alpha: float) -> bool:
-    """Can the two-sided exact U test reject at `alpha` with samples this small? (its smallest p is 2/C(n1+n2, n1))"""
-    return n1 > 0 and n2 > 0 and 2 / math.comb(n1 + n2, n1) < alpha
+    """Can the two-sided exact U test reject at `alpha` with samples this small (its smallest p is 2/C(n1+n2, n1)),
+    with at least MIN_LAUNCHES a side (one launch shows no spread: a first call's warm-up would pass for a change)?"""
+    return min(n1, n2) >= MIN_LAUNCHES and 2 / math.comb(n1 + n2, n1) < alpha
 
 
 def compare(before: np.ndarray, after: np.ndarray, alpha: float = ALPHA, min_effect: float = MIN_EFFECT) -> Change:

@@ -43,9 +43,10 @@ def diff_title(d: Diff) -> str:
 
 
 def _run_name(file: str) -> str:
-    """A run by its folder's name (tinygrad names every profile profile.pkl), else its file name."""
+    """A run by its folder's name where its file has tinygrad's name (profile.pkl, profile.pkl.<user>), else by
+    its file name."""
     p = Path(file)
-    return p.parent.name or p.name
+    return p.parent.name if p.name.split(".")[0] == "profile" and p.parent.name else p.name
 
 
 def write_report(r: Report, path: Path) -> None:
