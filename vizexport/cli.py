@@ -35,8 +35,7 @@ from .tinygrad.releases import RELEASES
 COMMANDS = ("convert", "info", "demo", "open", "report", "diff")
 EXIT_SLOWER = 3  # `diff --fail-if-slower`: a kernel got significantly slower by more than allowed
 USAGE = """vizexport PROFILE.pkl [REWRITES.pkl] -o OUT.pftrace|OUT.pftrace.gz|OUT.json|OUT.json.gz
-       vizexport [PROFILE.pkl] [REWRITES.pkl] -o OUTDIR/ [--baseline BASE.pkl]   (static site; rewrites alone: SVG
-                                                                                  steps + manifest)
+       vizexport [PROFILE.pkl] [REWRITES.pkl] -o OUTDIR/ [--baseline BASE.pkl]  (static site; rewrites alone: SVGs)
        vizexport info FILE... [--json]
        vizexport report PROFILE.pkl [REWRITES.pkl] [-o REPORT.html|.json|.md]
        vizexport diff BASE.pkl PR.pkl [-o DIFF.html|.json|.md] [--fail-if-slower PCT]
