@@ -101,7 +101,8 @@ def test_kernel_categories_from_names_roles_and_uops():
     from vizexport.analysis import category
     from vizexport.timeline import Role
     assert category("r_32_32_32") == "reduce" and category("E_4_4") == "elementwise"
-    assert category("E") == "elementwise" and category("r") == "reduce"  # no ranges: the kind alone (postrange.py)
+    assert category("E") == category("En8") == "elementwise" and category("r") == category("r_8_4n1") == "reduce"
+    assert category("Eval") == category("rand") == "other"
     assert category("NULL -> NULL:1", Role.QUEUE) == category("x", Role.COPY) == "copy"
     assert category("batched 3", Role.GRAPH) == "graph batch" and category("custom_fn") == "other"
     assert category("r_16_16", uops=["   7 Ops.WMMA              dtypes.float.vec(8) [1, 2, 3] x"]) == \

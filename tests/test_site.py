@@ -88,8 +88,11 @@ def test_site_in_browser(demo_site: Path, browsed: dict):
     assert result["fileHelpShown"]  # from file:// the button explains how to open the trace instead
     size = (demo_site / "trace.pftrace").stat().st_size
     assert result["perfetto"] == f"got {size} sample"  # PING/PONG + postMessage({perfetto:{buffer,title}})
-    for shot in ("index.png", "kernel.png", "steps.png"):
+    for shot in ("index.png", "kernel.png", "steps.png", "report.png"):
         assert (SHOTS / shot).stat().st_size > 10_000
+    report = result["answers"]["report.html"]  # the run report: its plots drawn, its kernels sortable
+    assert len(report["plots"]) >= 5 and all(p["width"] > 300 for p in report["plots"])
+    assert report["sorted"] == sorted(report["sorted"], reverse=True)
     assert result["stepper"]["position"].startswith("0. ")  # the first context page's viewer drew its first step
 
 

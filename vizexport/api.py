@@ -8,6 +8,8 @@
     build_site("site/", prof, log)                # static site
     kernel_table(prof, log)                       # what `vizexport top` shows (analysis.KernelTable)
     show_rewrites(log, "r_32", "expander")        # what `vizexport show` shows, as JSON-ready dicts
+    report(prof, log)                             # analysis.report.Report: where the time went
+    diff(base_prof, pr_prof)                      # analysis.diff.Diff: what changed, with verdicts
 """
 from __future__ import annotations
 
@@ -17,6 +19,10 @@ from typing import Any
 
 from .analysis import KernelTable
 from .analysis import kernel_table as _kernel_table
+from .analysis.diff import Diff, diff_runs
+from .analysis.launches import program_uops
+from .analysis.report import Report, build_report
+from .analysis.stats import ALPHA, MIN_EFFECT
 from .errors import InputError
 from .gcpause import gc_paused
 from .graphs import render_rewrites as render_steps
@@ -36,8 +42,8 @@ from .tinygrad.replay import step_graphs
 from .tinygrad.timeline import build_timeline as _build_timeline
 from .windows import OVERVIEW_SLICES, WINDOW_EVENTS
 
-__all__ = ["build_site", "build_timeline", "decode_launches", "kernel_table", "load_any", "load_profile",
-           "load_rewrites", "render_rewrites", "show_rewrites", "step_graphs", "summarize", "write_trace",
+__all__ = ["build_site", "build_timeline", "decode_launches", "diff", "kernel_table", "load_any", "load_profile",
+           "load_rewrites", "render_rewrites", "report", "show_rewrites", "step_graphs", "summarize", "write_trace",
            "write_windows"]
 
 
@@ -77,6 +83,24 @@ def show_rewrites(rewrites: RewriteLog | StepGraphs, ctx: str, rewrite: str | No
     return context_view(graphs, ctx) if rewrite is None else rewrite_view(graphs, ctx, rewrite)
 
 
+def report(prof: Profile, rewrites: RewriteLog | None = None, timeline: Timeline | None = None,
+           peak_gflops: float | None = None, peak_gbs: float | None = None) -> Report:
+    """Where the time went (analysis.report): busy and idle devices, categories, distributions, launch latency, JIT
+    batches, call sites, achieved against the peaks given. `timeline` reuses one built from `prof`."""
+    tl = build_timeline(prof, rewrites) if timeline is None else timeline
+    return build_report(tl, prof, program_uops(rewrites), peak_gflops, peak_gbs)
+
+
+def diff(base: Profile, pr: Profile, base_rewrites: RewriteLog | None = None, pr_rewrites: RewriteLog | None = None,
+         alpha: float = ALPHA, min_effect: float = MIN_EFFECT, base_timeline: Timeline | None = None) -> Diff:
+    """What changed from the `base` run to the `pr` run (any releases each): kernels matched by program key, else by
+    name and device, each with a noise-aware verdict (analysis.stats); the rewrites traces add estimates and
+    categories. `base_timeline` reuses one built from `base`."""
+    a = build_timeline(base, base_rewrites) if base_timeline is None else base_timeline
+    return diff_runs(a, build_timeline(pr, pr_rewrites), program_uops(base_rewrites), program_uops(pr_rewrites),
+                     alpha, min_effect, (base.release.name, pr.release.name))
+
+
 def render_rewrites(rewrites: RewriteLog | StepGraphs, outdir: Path | str, **options: Any) -> Manifest:
     """Every rewrite's steps as Graphviz SVGs under `outdir`, with manifest.json (options: graphs.render_rewrites)."""
     return render_steps(_graphs(rewrites), outdir, **options)
@@ -93,7 +117,8 @@ def _graphs(rewrites: Any) -> StepGraphs:
 
 def build_site(outdir: Path | str, profile: Profile | None = None, rewrites: RewriteLog | None = None,
                progress: Progress | None = None, timeline: Timeline | None = None, summary: Summary | None = None,
-               atomic: bool = True, **render_options: Any) -> Path:
+               atomic: bool = True, baseline: Profile | None = None, baseline_rewrites: RewriteLog | None = None,
+               peak_gflops: float | None = None, peak_gbs: float | None = None, **render_options: Any) -> Path:
     """A static site in `outdir` from a profile and/or its rewrites trace; returns its index.html.
 
     The site holds the trace, a page per kernel program (launches, source, UOp list, AMD disassembly) and per
@@ -102,22 +127,31 @@ def build_site(outdir: Path | str, profile: Profile | None = None, rewrites: Rew
     already built from `profile`. `atomic`: built beside `outdir`, which it replaces once complete (an existing
     `outdir` must be empty or an earlier output). `render_options` go to graphs.render_rewrites (ctx, rewrite,
     steps, max_nodes, jobs, …); the site's step viewer uses max_nodes and jobs; `window_events` (None: never) splits
-    a bigger trace into an overview and windows."""
+    a bigger trace into an overview and windows. With a profile the site has a run report (report.html;
+    `peak_gflops`, `peak_gbs` for achieved vs peak), and with a `baseline` profile (and its rewrites) a diff from that
+    run to this one (diff.html)."""
+    answers = {"baseline": baseline, "baseline_rewrites": baseline_rewrites, "peak_gflops": peak_gflops,
+               "peak_gbs": peak_gbs}
     outdir = Path(outdir)
     if atomic:
         with atomic_folder(outdir) as tmp:
-            build_site(tmp, profile, rewrites, progress, timeline, summary, atomic=False, **render_options)
+            build_site(tmp, profile, rewrites, progress, timeline, summary, atomic=False, **answers, **render_options)
         return outdir / "index.html"
     window_events = render_options.pop("window_events", WINDOW_EVENTS) or sys.maxsize  # None: one trace
     launches = decode_launches(profile) if profile is not None and (timeline is None or summary is None) else []
-    listings = []
+    listings, run, change = [], None, None
     if profile is not None:
         timeline = build_timeline(profile, rewrites, launches) if timeline is None else timeline
         summary = summarize(profile, launches) if summary is None else summary
         listings = program_listings(profile)
+        run = report(profile, rewrites, timeline, peak_gflops, peak_gbs)
+        if baseline is not None:
+            change = diff_runs(build_timeline(baseline, baseline_rewrites), timeline, program_uops(baseline_rewrites),
+                               program_uops(rewrites), releases=(baseline.release.name, profile.release.name))
     graphs = _graphs(rewrites) if rewrites is not None else None
     if graphs is not None and profile is None:  # the folder is the SVG export too
         render_steps(graphs, outdir, progress=progress, **render_options)
     view = {k: render_options[k] for k in ("max_nodes", "jobs") if render_options.get(k) is not None}
     return write_site(outdir, summary, graphs, timeline, listings, progress=progress,
-                      rewrites_dir="rewrites" if profile is not None else ".", window_events=window_events, **view)
+                      rewrites_dir="rewrites" if profile is not None else ".", window_events=window_events,
+                      report=run, diff=change, **view)

@@ -18,6 +18,7 @@ from tqdm import tqdm
 
 from . import __version__, api
 from .analysis import tables
+from .analysis.stats import ALPHA, MIN_EFFECT
 from .errors import InputError
 from .gcpause import gc_paused
 from .graphs import DotMissing, show
@@ -29,17 +30,23 @@ from .perfetto import FLAVORS, FORMATS, writer_for
 from .perfetto.split import read_index, windows_folder
 from .pickles import brief
 from .records import Profile, RewriteLog
+from .report import check_output, diff_text, report_text, write_diff, write_report
+from .report.diff_sections import verdict_counts
+from .report.run_sections import headline
 from .site.serve import run_trace_processor, serve
 from .tinygrad.releases import RELEASES
 from .windows import WINDOW_EVENTS
 
-COMMANDS = ("convert", "info", "top", "show", "demo", "open")
+COMMANDS = ("convert", "info", "top", "show", "report", "diff", "demo", "open")
+EXIT_SLOWER = 3  # `diff --fail-if-slower`: a kernel got significantly slower by more than allowed
 USAGE = """vizexport PROFILE.pkl [REWRITES.pkl] -o OUT.pftrace|OUT.pftrace.gz|OUT.json|OUT.json.gz [--flavor kineto]
-       vizexport [PROFILE.pkl] [REWRITES.pkl] -o OUTDIR/     (static site; rewrites alone: SVG steps + manifest)
+       vizexport [PROFILE.pkl] [REWRITES.pkl] -o OUTDIR/ [--baseline BASE.pkl]  (static site; rewrites alone: SVGs)
        vizexport info FILE... [--json]
        vizexport top PROFILE.pkl [REWRITES.pkl] [--json|--csv] [--between MARKER_A MARKER_B] [--device D] [-n N]
        vizexport show REWRITES.pkl -s CONTEXT [-i REWRITE] [--json]
-       vizexport open TRACE [--no-browser]
+       vizexport report PROFILE.pkl [REWRITES.pkl] [-o REPORT.html|.json|.md]
+       vizexport diff BASE.pkl PR.pkl [-o DIFF.html|.json|.md] [--fail-if-slower PCT]
+       vizexport open TRACE [--at TIME | --window N] [--trace-processor PATH] [--no-browser]
        vizexport demo -o OUTDIR"""
 
 
@@ -82,6 +89,11 @@ def parser() -> argparse.ArgumentParser:
     rw.add_argument("--max-nodes", type=int, default=400, metavar="N", help="larger graphs show the neighbourhood "
                     "of the change (default 400; the site's step viewer too)")
     rw.add_argument("--jobs", type=int, default=None, metavar="N", help="parallel processes (default: cores)")
+    site = conv.add_argument_group("site (folder output of a profile)")
+    site.add_argument("--baseline", type=Path, metavar="BASE.pkl", help="a base run's profile: adds diff.html, what "
+                      "changed from it to this run")
+    site.add_argument("--baseline-rewrites", type=Path, metavar="REWRITES.pkl", help="the base run's rewrites trace")
+    _peaks(site)
     _common(conv)
     info = sub.add_parser("info", help="what a profile.pkl / rewrites.pkl holds: release, events, span, memory peaks")
     info.add_argument("files", nargs="+", type=Path, metavar="FILE")
@@ -102,6 +114,7 @@ def parser() -> argparse.ArgumentParser:
     op.add_argument("--port", type=int, default=9001, help="9001 is the port the Perfetto UI allows (default)")
     op.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
     op.add_argument("--memory-limit", type=float, help=argparse.SUPPRESS)
+    _answers(sub)
     demo = sub.add_parser("demo", help="run vizexport on its bundled sample (a tinygrad 0.14.0 NULL-device run)")
     demo.add_argument("-o", "--output", type=Path, required=True, metavar="OUTDIR")
     _common(demo)
@@ -139,6 +152,36 @@ def _show_parser(sub: Any) -> None:
                     "expression one name matches")
     sh.add_argument("--json", action="store_true", help="print JSON")
     _common(sh)
+
+
+def _peaks(p: argparse._ActionsContainer) -> None:
+    p.add_argument("--peak-gflops", type=float, metavar="X", help="the devices' peak GFLOPS, for achieved vs peak")
+    p.add_argument("--peak-gbs", type=float, metavar="X", help="the devices' peak memory bandwidth in GB/s")
+
+
+def _answers(sub: argparse._SubParsersAction) -> None:
+    rep = sub.add_parser("report", help="where the time went: busy/idle devices, gaps, categories, distributions, "
+                         "launch latency, JIT batches, call sites, achieved vs peak")
+    rep.add_argument("inputs", nargs="+", type=Path, metavar="PICKLE", help="a profile.pkl, optionally with its "
+                     "rewrites.pkl (estimates, categories)")
+    rep.add_argument("-o", "--output", type=Path, metavar="OUT", help="REPORT.html (one file, SVG plots), .json or "
+                     ".md; default: text on stdout")
+    _peaks(rep)
+    _common(rep)
+    dif = sub.add_parser("diff", help="what changed from a base run to a pull request's run, with noise-aware "
+                         "verdicts; exit code 3 with --fail-if-slower")
+    dif.add_argument("base", type=Path, metavar="BASE.pkl", help="the base run's profile.pkl (any release)")
+    dif.add_argument("pr", type=Path, metavar="PR.pkl", help="the other run's profile.pkl (any release)")
+    dif.add_argument("--base-rewrites", type=Path, metavar="REWRITES.pkl", help="the base run's rewrites trace")
+    dif.add_argument("--pr-rewrites", type=Path, metavar="REWRITES.pkl", help="the other run's rewrites trace")
+    dif.add_argument("-o", "--output", type=Path, metavar="OUT", help="DIFF.html (one file, SVG plots), .json or .md "
+                     "(a pull-request comment); default: text on stdout")
+    dif.add_argument("--fail-if-slower", type=float, metavar="PCT", help=f"exit with code {EXIT_SLOWER} when a kernel "
+                     "is significantly slower and its median launch time grew by more than PCT percent")
+    dif.add_argument("--alpha", type=float, default=ALPHA, help=f"significance level of the test (default {ALPHA})")
+    dif.add_argument("--min-effect", type=float, default=MIN_EFFECT * 100, metavar="PCT", help="a smaller change of "
+                     f"the median is never significant (default {MIN_EFFECT * 100:g})")
+    _common(dif)
 
 
 def load_inputs(paths: Sequence[Path], version: str | None, need_profile: bool = True
@@ -211,11 +254,19 @@ def convert(inputs: Sequence[Path], output: Path, version: str | None = None, co
     return 0
 
 
-def export_folder(inputs: Sequence[Path], outdir: Path, version: str | None = None, **render_opts: Any) -> Path:
-    """Profile and/or rewrites → a static site in `outdir` (trace, rewrite SVGs with manifest, index.html)."""
+def export_folder(inputs: Sequence[Path], outdir: Path, version: str | None = None, baseline: Path | None = None,
+                  baseline_rewrites: Path | None = None, **render_opts: Any) -> Path:
+    """Profile and/or rewrites → a static site in `outdir` (trace, rewrite SVGs with manifest, index.html; with a
+    profile the run report, with a baseline profile the diff from it)."""
     t0 = time.perf_counter()
     with gc_paused():
         prof, log = load_inputs(inputs, version, need_profile=False)
+        if baseline is not None or baseline_rewrites is not None:
+            if prof is None or baseline is None:
+                raise InputError(f"{baseline or baseline_rewrites}: --baseline needs this run's profile and the base "
+                                 "run's profile")
+            render_opts.update(baseline=load_one_profile(baseline, version),
+                               baseline_rewrites=load_rewrites_opt(baseline_rewrites, version))
     with progress_bar("drawing rewrite steps", "") as progress:
         index = api.build_site(outdir, prof, log, progress=progress, **render_opts)
     print(f"wrote {index} in {time.perf_counter() - t0:.2f} s")
@@ -229,9 +280,13 @@ def cmd_convert(args: argparse.Namespace) -> int:
         if args.flavor:
             raise InputError(f"{args.output}: --flavor {args.flavor} is for a .json or .json.gz trace, not a folder")
         opts = {"ctx": args.ctx, "rewrite": args.rewrite, "all_steps": args.all_steps, "max_nodes": args.max_nodes,
-                "jobs": args.jobs, "steps": args.steps, "window_events": None if args.no_split else args.window_events}
+                "jobs": args.jobs, "steps": args.steps, "window_events": None if args.no_split else args.window_events,
+                "baseline": args.baseline, "baseline_rewrites": args.baseline_rewrites, "peak_gflops": args.peak_gflops,
+                "peak_gbs": args.peak_gbs}
         export_folder(args.inputs, Path(args.output), args.tinygrad_version, **opts)
         return 0
+    if args.baseline or args.baseline_rewrites or args.peak_gflops or args.peak_gbs:
+        raise InputError(f"{args.output}: --baseline and --peak-* make site pages: name a folder (-o OUTDIR/)")
     return convert(args.inputs, Path(args.output), args.tinygrad_version, not args.no_compress,
                    window_events=None if args.no_split else args.window_events, flavor=args.flavor)
 
@@ -314,6 +369,61 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def load_one_profile(path: Path, version: str | None) -> Profile:
+    prof = api.load_any(path, version)
+    if not isinstance(prof, Profile):
+        raise InputError(f"{path}: a rewrites trace, not a profile (name the profile.pkl)")
+    if not prof.n_events:
+        raise InputError(f"{path}: the profile holds no events (nothing to show)")
+    return prof
+
+
+def load_rewrites_opt(path: Path | None, version: str | None) -> RewriteLog | None:
+    if path is None:
+        return None
+    log = api.load_any(path, version)
+    if not isinstance(log, RewriteLog):
+        raise InputError(f"{path}: a profile, not a rewrites trace (name the rewrites.pkl)")
+    return log
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    if args.output is not None:
+        check_output(args.output)
+    with gc_paused():
+        prof, log = load_inputs(args.inputs, args.tinygrad_version)
+        r = api.report(prof, log, peak_gflops=args.peak_gflops, peak_gbs=args.peak_gbs)
+    if args.output is None:
+        sys.stdout.write(report_text(r))
+        return 0
+    write_report(r, args.output)
+    print(f"wrote {args.output}: {headline(r)}")
+    return 0
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    if args.output is not None:
+        check_output(args.output)
+    v = args.tinygrad_version
+    with gc_paused():
+        base, pr = load_one_profile(args.base, v), load_one_profile(args.pr, v)
+        d = api.diff(base, pr, load_rewrites_opt(args.base_rewrites, v), load_rewrites_opt(args.pr_rewrites, v),
+                     alpha=args.alpha, min_effect=args.min_effect / 100)
+    if args.output is None:
+        sys.stdout.write(diff_text(d))
+    else:
+        write_diff(d, args.output)
+        print(f"wrote {args.output}: {verdict_counts(d)}")
+    if args.fail_if_slower is not None:
+        slow = d.slowdowns(args.fail_if_slower)
+        if slow:
+            names = ", ".join(f"{k.label} on {k.device} ({(k.ratio - 1) * 100:+.1f}%)" for k in slow)
+            print(f"vizexport: {len(slow)} kernel(s) significantly slower by more than {args.fail_if_slower:g}%: "
+                  f"{names}", file=sys.stderr)
+            return EXIT_SLOWER
+    return 0
+
+
 def sample_files() -> list[Path]:
     root = resources.files("vizexport.data.sample")
     return [Path(str(root.joinpath("profile.pkl"))), Path(str(root.joinpath("rewrites.pkl")))]
@@ -343,8 +453,11 @@ def _warning_line(message: Warning | str, category: type, *_: object, **__: obje
 
 
 def inputs_of(args: argparse.Namespace) -> list[Path]:
-    return {"convert": lambda: args.inputs, "info": lambda: args.files, "open": lambda: [args.trace],
-            "top": lambda: args.inputs, "show": lambda: [args.rewrites], "demo": sample_files}[args.command]()
+    return {"convert": lambda: args.inputs + [p for p in (args.baseline, args.baseline_rewrites) if p],
+            "info": lambda: args.files, "open": lambda: [args.trace], "demo": sample_files,
+            "top": lambda: args.inputs, "show": lambda: [args.rewrites], "report": lambda: args.inputs,
+            "diff": lambda: [p for p in (args.base, args.pr, args.base_rewrites, args.pr_rewrites) if p],
+            }[args.command]()
 
 
 def describe(e: BaseException, args: argparse.Namespace, limit: int | None) -> str:
@@ -365,8 +478,8 @@ def describe(e: BaseException, args: argparse.Namespace, limit: int | None) -> s
     return f"{names}: {type(e).__name__}: {brief(str(e))} (a corrupt input or a bug; --debug shows where)"
 
 
-COMMAND = {"convert": cmd_convert, "info": cmd_info, "top": cmd_top, "show": cmd_show, "demo": cmd_demo,
-           "open": cmd_open}
+COMMAND = {"convert": cmd_convert, "info": cmd_info, "top": cmd_top, "show": cmd_show, "report": cmd_report,
+           "diff": cmd_diff, "demo": cmd_demo, "open": cmd_open}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -35,6 +35,9 @@ ARG_GBS_MEM = "GB/s mem"
 ARG_GBS_LDS = "GB/s lds"
 ARG_BYTES = "bytes"  # bytes a copy moved
 ARG_GBS = "GB/s"  # a copy's bandwidth
+ARG_EXEC = "exec"  # key of the launch's host-side exec event (records.Point, kind "exec"): when the host launched it
+ARG_METADATA = "metadata"  # what led to the launch or span (tinygrad: Tensor calls), as text
+ARG_TB = "tb"  # a host span's Python traceback: "file:line function\n    code" per frame, innermost first
 
 
 @dataclass(eq=False)

@@ -1,6 +1,6 @@
 // Loads every page of a built site in headless Chromium (playwright-core) and reports what a person would see:
 // console errors, failed requests, broken links, the step viewer's first graph, the top-kernels
-// table, and the "Open in Perfetto" hand-off (ui.perfetto.dev is mocked by request routing: no network needed).
+// table, the report and diff pages (their SVG plots as laid out, a table sorted by a click), and the "Open in Perfetto" hand-off (ui.perfetto.dev is mocked by request routing: no network needed).
 // Usage: node check_site.cjs SITE_DIR SHOTS_DIR [HTTP_BASE_URL]   → prints one JSON object
 // (CommonJS so that NODE_PATH finds playwright-core where perfetto-check installed it)
 const { chromium } = require("playwright-core");
@@ -23,7 +23,7 @@ const browser = await chromium.launch({ executablePath: "/usr/bin/chromium", hea
   args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
          "--disable-component-update", "--disable-sync"] });
 const context = await browser.newContext({ viewport: { width: 1400, height: 1000 } });
-const out = { pages: {}, brokenLinks: [], stepper: null, topKernels: [], perfetto: null };
+const out = { pages: {}, brokenLinks: [], stepper: null, topKernels: [], perfetto: null, answers: {} };
 
 for (const file of pages) {
   const page = await context.newPage();
@@ -55,6 +55,22 @@ for (const file of pages) {
       !document.getElementById("graph").classList.contains("pending"), null, { timeout: 30000 });
     out.stepper = { page: rel, position: await page.textContent("#position") };
     await page.screenshot({ path: path.join(shots, "steps.png"), fullPage: false });
+  }
+  if (rel === "report.html" || rel === "diff.html") {  // SVG plots drawn at build time, tables sortable
+    const plots = await page.$$eval("figure.plot svg", (svgs) => svgs.map((s) => {
+      const r = s.getBoundingClientRect();
+      return { id: s.closest("figure").id, width: r.width, height: r.height, texts: s.querySelectorAll("text").length };
+    }));
+    const sections = await page.$$eval("main section", (s) => s.map((x) => x.id));
+    const table = await page.$("#kernels table.sortable");
+    let sorted = null;
+    if (table) {  // a click on a numeric header sorts the rows by that column's values, largest first
+      const col = await table.$$eval("th", (ths) => ths.findIndex((th) => th.textContent.startsWith("Total")));
+      await (await table.$$("th"))[col].click();
+      sorted = await table.$$eval("tbody tr", (rows, c) => rows.map((r) => parseFloat(r.cells[c].dataset.v)), col);
+    }
+    out.answers[rel] = { plots, sections, sorted };
+    await page.screenshot({ path: path.join(shots, rel.replace(".html", ".png")), fullPage: true });
   }
   if (rel.startsWith("kernel/") && !fs.existsSync(path.join(shots, "kernel.png")))
     await page.screenshot({ path: path.join(shots, "kernel.png"), fullPage: true });

@@ -1,8 +1,10 @@
 """What kind of work a kernel is, from tinygrad's kernel naming (and its program's UOps where the rewrites trace gives
-them): tinygrad names a kernel `r_…` when it reduces and `E_…` otherwise (codegen/opt/postrange.py), and a copy
+them): tinygrad names a kernel `r_…` when it reduces and `E_…` otherwise (codegen/opt/postrange.py) — just `r` or `E`
+without dimensions, and with `n<k>` appended where names repeat (0.12: `En8`, `r_8_4n1`) — and a copy
 `<src> -> <dst>` (or `copy …` on host-side devices)."""
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from ..timeline import Role
@@ -14,6 +16,7 @@ COPY = "copy"
 GRAPH = "graph batch"
 OTHER = "other"
 CATEGORIES = (ELEMENTWISE, REDUCE, TENSOR_CORES, COPY, GRAPH, OTHER)
+_KIND = re.compile(r"([rE])(?:_|n\d+$|$)")  # the kind letter of a kernel name: r_4_32, E, En8
 
 
 def category(name: str, role: Role | None = None, uops: Sequence[str] | None = None) -> str:
@@ -25,8 +28,5 @@ def category(name: str, role: Role | None = None, uops: Sequence[str] | None = N
         return COPY
     if uops is not None and any(line.split()[1:2] == ["Ops.WMMA"] for line in uops):
         return TENSOR_CORES
-    if name == "r" or name.startswith("r_"):  # a kernel without ranges is named by its kind alone
-        return REDUCE
-    if name == "E" or name.startswith("E_"):
-        return ELEMENTWISE
-    return OTHER
+    kind = _KIND.match(name)
+    return OTHER if kind is None else REDUCE if kind.group(1) == "r" else ELEMENTWISE

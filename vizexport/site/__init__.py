@@ -19,11 +19,14 @@ import jinja2
 
 from .. import __version__
 from ..analysis import Kernel, ProgramIndex, top_kernels
+from ..analysis.diff import Diff
+from ..analysis.report import Report
 from ..graphs.dot import DARK_BELOW, HEADER, HIGHLIGHT
 from ..output import Progress, slug, write_atomic
 from ..perfetto import write_trace
 from ..perfetto.split import Split, read_index, write_split
 from ..records import Context, Listing, StepGraphs
+from ..report import diff_sections, diff_title, environment, report_title, run_sections
 from ..summary import ProfileSummary, ReleaseInfo
 from ..timeline import ARG_PROGRAM, Timeline
 from ..units import bytes_text, duration_text
@@ -32,6 +35,7 @@ from .code import code_css, highlight_c
 from .packs import PackInfo, write_packs
 
 TRACE = "trace.pftrace"
+REPORT_PAGE, DIFF_PAGE = "report.html", "diff.html"
 STATIC = ("site.css", "site.js", "steps.js")
 VIZ_SCRIPT = "viz.js"  # the vendored Graphviz library, as the global the step viewer reads (a script: file:// works)
 KEY_TEXT = 8  # hex digits of a program key shown beside a name that several programs share
@@ -73,8 +77,7 @@ def _args(args: dict) -> str:
 
 
 def _env() -> jinja2.Environment:
-    env = jinja2.Environment(loader=jinja2.PackageLoader("vizexport.site", "templates"),
-                             autoescape=jinja2.select_autoescape(["html"]), keep_trailing_newline=True)
+    env = environment(jinja2.PackageLoader("vizexport.site", "templates"))  # the report's templates too
     env.filters.update(duration=duration_text, bytes=bytes_text, args=_args, json=_script_json)
     return env
 
@@ -87,13 +90,14 @@ def _script_json(x: Any) -> str:
 def build_site(outdir: Path, summary: ProfileSummary | None = None, graphs: StepGraphs | None = None,
                timeline: Timeline | None = None, listings: list[Listing] | None = None, max_nodes: int = 400,
                jobs: int | None = None, progress: Progress | None = None, rewrites_dir: str = "rewrites",
-               window_events: int = WINDOW_EVENTS) -> Path:
+               window_events: int = WINDOW_EVENTS, report: Report | None = None, diff: Diff | None = None) -> Path:
     """Write the site into `outdir` and return the path of its index.html.
 
     `summary` and `timeline` describe the profile, `listings` its programs' machine code, `graphs` its rewrites
     trace, whose step packs go to `rewrites_dir` (relative to `outdir`), written in `jobs` processes. The step
     viewer shows graphs above `max_nodes` boxes as the neighbourhood of the change, as the SVG export does. A
-    timeline of more than `window_events` events is written as an overview and windows (perfetto.split)."""
+    timeline of more than `window_events` events is written as an overview and windows (perfetto.split).
+    `report` adds report.html, `diff` (against a base run) diff.html, both with their plots inlined as SVG."""
     outdir.mkdir(parents=True, exist_ok=True)
     _static(outdir)
     env, common = _env(), {"version": __version__}
@@ -118,6 +122,7 @@ def build_site(outdir: Path, summary: ProfileSummary | None = None, graphs: Step
         _page(env, outdir / c.page, "context.html", 1, title=c.name, c=c, ctx=c.context, config=config,
               pack=f"{packs}{c.pack.path}" if c.pack else None,
               source=None if c.kernels else _highlighted(c.context.source, code), **common)
+    answers = _answers(env, outdir, report, diff, common)
     releases = [(label, r) for label, r in (("Profile", summary and summary.tinygrad),
                                             ("Rewrites", graphs and ReleaseInfo.of(graphs.release))) if r]
     span = summary.span_ns if summary else None
@@ -127,7 +132,7 @@ def build_site(outdir: Path, summary: ProfileSummary | None = None, graphs: Step
           span=duration_text(span[1] - span[0]) if span else "-",
           n_trace_events=timeline.n_events() if timeline else 0, trace=TRACE if timeline else None,
           contexts=contexts, pmc=(summary and summary.pmc) or [], sqtt=(summary and summary.sqtt) or [],
-          windows=windows, **common)
+          windows=windows, answers=answers, **common)
     return index
 
 
@@ -139,6 +144,24 @@ def _window_bar(split: Split, outdir: Path) -> list[dict]:
     folder = split.folder.relative_to(outdir).as_posix()
     return [{"file": f"{folder}/{w['file']}", "label": f"{w['start_s']:.3f}–{w['end_s']:.3f} s",
              "events": w["events"], "pct": 100 * (w["end_ns"] - w["start_ns"]) / span} for w in wins]
+
+
+def _answers(env: jinja2.Environment, outdir: Path, report: Report | None, diff: Diff | None, common: dict
+             ) -> list[tuple[str, str, str]]:
+    """report.html and diff.html: (page, title, headline) of each written."""
+    from ..report.plots import diff_plots, report_plots  # matplotlib: imported only to draw
+    out = []
+    if report is not None:
+        title, line = report_title(report), run_sections.headline(report)
+        _page(env, outdir / REPORT_PAGE, "answers.html", 0, title=title, kind="run report", headline=line,
+              sections=run_sections.sections(report), plots=report_plots(report), **common)
+        out.append((REPORT_PAGE, title, line))
+    if diff is not None:
+        title, line = diff_title(diff), diff_sections.verdict_counts(diff)
+        _page(env, outdir / DIFF_PAGE, "answers.html", 0, title=title, kind="diff", headline=line,
+              sections=diff_sections.sections(diff), plots=diff_plots(diff), **common)
+        out.append((DIFF_PAGE, title, line))
+    return out
 
 
 def _highlighted(src: str | None, done: dict[str, str]) -> str | None:

@@ -16,7 +16,18 @@ import numpy as np
 from ..devices import HOST, device_root, is_copy, is_copy_engine, natural
 from ..records import Alloc, Exec, Marker, Profile, RewriteLog, Span
 from ..sqtt import Launch, add_sqtt_tracks, load_launches, pmc_span_args
-from ..timeline import ARG_BYTES, ARG_GBS, ARG_PROGRAM, Role, Timeline, Track, slice_events
+from ..timeline import (
+    ARG_BYTES,
+    ARG_EXEC,
+    ARG_GBS,
+    ARG_METADATA,
+    ARG_PROGRAM,
+    ARG_TB,
+    Role,
+    Timeline,
+    Track,
+    slice_events,
+)
 from .estimates import Estimates
 
 
@@ -157,9 +168,9 @@ class _Builder:
     def _key_args(self, k: Any) -> tuple[str, dict]:
         args = {}
         if k.tb:
-            args["tb"] = "\n".join(f"{f}:{line} {fn}\n    {code}" for f, line, fn, code in k.tb)
+            args[ARG_TB] = "\n".join(f"{f}:{line} {fn}\n    {code}" for f, line, fn, code in k.tb)
         if isinstance(k.ret, str) and k.ret:
-            args["metadata"] = k.ret
+            args[ARG_METADATA] = k.ret
         ctx = [x for x in k.keys if isinstance(x, str)]
         if ctx:
             args["rewrite_context"] = ctx[0]
@@ -231,11 +242,11 @@ class _Builder:
             mode = "inout" if n in e.inputs and n in e.outputs else "out" if n in e.outputs else "in"
             a = self.buffers.get(b)
             bufs.append({"buf": b, "mode": mode, **({"bytes": a.nbytes, "dtype": a.dtype} if a else {})})
-        args: dict = {"exec": key, "buffers": bufs}
+        args: dict = {ARG_EXEC: key, "buffers": bufs}
         if e.var_vals:
             args["var_vals"] = dict(e.var_vals)
         if e.metadata:
-            args["metadata"] = ", ".join(e.metadata)
+            args[ARG_METADATA] = ", ".join(e.metadata)
         return args
 
     # --- graph batches, flows, memory, markers --------------------------------------------------------------------

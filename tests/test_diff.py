@@ -1,0 +1,193 @@
+"""`vizexport diff`: a run against itself, against a copy with one kernel made 2× slower (or faster) — rewritten
+through vizexport's own reader so the whole command path runs — and real pairs of runs from two releases."""
+from __future__ import annotations
+
+import json
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import vizexport
+from vizexport.analysis.diff import BY_NAME, BY_PROGRAM, NEW, VANISHED
+from vizexport.analysis.launches import kernel_runs
+from vizexport.analysis.stats import FASTER, FEW, SLOWER, UNCHANGED, reachable
+
+from .answers import unpack
+from .conftest import ROOT, run_cli
+from .repickle import dumps, slow_down
+from .test_site import browser_check
+
+SHOTS = ROOT / "test-output" / "answers"
+NOT_SIGNIFICANT = {UNCHANGED, FEW}
+
+
+@pytest.fixture(scope="module")
+def train(tmp_path_factory) -> dict:
+    """The master training run, the same run with its most-launched program 2× slower and 2× faster."""
+    folder = tmp_path_factory.mktemp("train")
+    base, rewrites = unpack("master-null-train", folder)
+    runs = kernel_runs(vizexport.build_timeline(vizexport.load_profile(base)))
+    top = max(runs, key=lambda r: (r.count, r.total_ns))
+    out = {"base": base, "rewrites": rewrites, "kernel": top.kernel, "durations": top.dur}
+    for name, factor in (("slow", 2.0), ("fast", 0.5)):
+        out[name] = folder / f"{name}.pkl"
+        out[f"{name}_changed"] = slow_down(base, out[name], bytes.fromhex(top.kernel.program), factor)
+    return out
+
+
+def test_rewritten_pickle_reads_as_the_original(train: dict, tmp_path: Path):
+    """The rewriting itself changes nothing it is not asked to: a copy written back unchanged gives the same
+    launches, and the slowed copy differs in that one program's durations only."""
+    from vizexport.pickles import load
+    same = tmp_path / "same.pkl"
+    same.write_bytes(dumps(load(train["base"])[0]))
+
+    def launches(p: Path) -> dict:
+        return {r.kernel: r.dur.tolist() for r in kernel_runs(vizexport.build_timeline(vizexport.load_profile(p)))}
+    base, slow = launches(train["base"]), launches(train["slow"])
+    assert launches(same) == base
+    assert train["slow_changed"] == len(train["durations"]) == 5  # 3 launches and 2 JIT graph entries
+    k = train["kernel"]
+    assert {key for key in base if base[key] != slow[key]} == {k}
+    assert slow[k] == [2 * d for d in base[k]]
+
+
+def test_a_run_against_itself_changes_nothing(train: dict, tmp_path: Path):
+    out = tmp_path / "d.json"
+    r = run_cli("diff", train["base"], train["base"], "--fail-if-slower", "10", "-o", out)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(out.read_text())
+    assert set(d["verdicts"]) <= NOT_SIGNIFICANT and sum(d["verdicts"].values()) == 42
+    assert all(k["ratio"] == 1.0 and k["match"] == BY_PROGRAM for k in d["kernels"])
+    assert all(k["p"] is None or k["p"] == 1.0 for k in d["kernels"])
+
+
+@pytest.mark.parametrize("name", ["0.14.0-null-multi", "0.12.0-null-train", "0.13.0-null-meta", "master-null-sym"])
+def test_other_runs_against_themselves(tmp_path: Path, name: str):
+    p, r = unpack(name, tmp_path)
+    prof, log = vizexport.load_profile(p), vizexport.load_rewrites(r)
+    d = vizexport.api.diff(prof, prof, log, log)
+    assert set(d.verdicts) <= NOT_SIGNIFICANT and not d.slowdowns(0)
+    assert all(t.total_before_ns == t.total_after_ns for t in d.devices + d.categories)
+    assert all(i.busy_before_ns == i.busy_after_ns for i in d.intervals)
+
+
+def test_a_kernel_made_twice_as_slow_is_flagged_alone(train: dict, tmp_path: Path):
+    out = tmp_path / "d.json"
+    r = run_cli("diff", train["base"], train["slow"], "--fail-if-slower", "10", "-o", out)
+    assert r.returncode == 3, r.stderr
+    k = train["kernel"]
+    assert r.stderr.strip() == (f"vizexport: 1 kernel(s) significantly slower by more than 10%: {k.label()} on "
+                                f"{k.device} (+100.0%)")
+    d = json.loads(out.read_text())
+    flagged = [x for x in d["kernels"] if x["verdict"] not in NOT_SIGNIFICANT]
+    assert [(x["name"], x["programs_after"], x["verdict"]) for x in flagged] == [(k.name, [k.program], SLOWER)]
+    (x,) = flagged
+    assert x["ratio"] == 2.0 and x["low"] > 1.05 and x["p"] < 0.05
+    assert x["median_after_ns"] == 2 * np.median(train["durations"]) and x["launches_after"] == 5
+    assert all(y["ratio"] == 1.0 for y in d["kernels"] if y is not x)
+    assert d["verdicts"] == {SLOWER: 1, UNCHANGED: 2, FEW: 39}
+    assert r.stdout.startswith(f"wrote {out}: 1 slower")
+
+
+def test_the_threshold_and_the_other_direction(train: dict):
+    r = run_cli("diff", train["base"], train["slow"], "--fail-if-slower", "150")  # +100% is within 150%
+    assert r.returncode == 0 and "Significant changes" in r.stdout and r.stderr == ""
+    r = run_cli("diff", train["base"], train["fast"], "--fail-if-slower", "10")
+    assert r.returncode == 0
+    sig = r.stdout.split("Significant changes")[1].split("\n\n")[0]
+    assert f"{train['kernel'].label()}" in sig and FASTER in sig and SLOWER not in sig
+    r = run_cli("diff", train["base"], train["slow"], "--min-effect", "150")  # a doubling is below that effect
+    assert "Significant changes" not in r.stdout
+
+
+def test_outputs_for_a_pull_request(train: dict, tmp_path: Path):
+    """Markdown for a comment (the significant change up front), one HTML file with SVG plots."""
+    k = train["kernel"]
+    for suffix in (".md", ".html"):
+        r = run_cli("diff", train["base"], train["slow"], "--base-rewrites", train["rewrites"], "--pr-rewrites",
+                    train["rewrites"], "-o", tmp_path / f"d{suffix}")
+        assert r.returncode == 0, r.stderr
+    md = (tmp_path / "d.md").read_text()
+    assert md.startswith("## Diff: ") and "1 slower, 2 unchanged, 39 too few launches" in md
+    significant = md.split("### Significant changes")[1].split("<details>")[0]
+    (row,) = [line for line in significant.splitlines() if line.startswith(f"| {k.label()} ")]
+    assert "| +100.0% |" in row and row.endswith("| slower |")
+    assert "Mann–Whitney U" in md and "bootstrap" in md
+    page = (tmp_path / "d.html").read_text()
+    assert page.count("<svg") == 2 and 'id="plot-ratios"' in page and 'id="significant"' in page
+
+
+def test_real_pair_of_releases(tmp_path: Path):
+    """0.14.0 and master ran the same workload: every kernel is matched (by program key, copies by name), the
+    marker stretches line up, and nothing is new or vanished."""
+    (a, ra), (b, rb) = unpack("0.14.0-null-multi", tmp_path), unpack("master-null-multi", tmp_path)
+    base, pr = vizexport.load_profile(a), vizexport.load_profile(b)
+    d = vizexport.api.diff(base, pr, vizexport.load_rewrites(ra), vizexport.load_rewrites(rb))
+    assert (d.base.release, d.pr.release) == ("0.14.0", "master") and d.base.launches == d.pr.launches == 21
+    assert Counter(k.match for k in d.kernels) == {BY_PROGRAM: 9, BY_NAME: 2}  # the two copy directions
+    assert all(" -> " in k.name for k in d.kernels if k.match == BY_NAME)
+    assert [i.name for i in d.intervals] == ["start → copies done", "copies done → jit done", "jit done → end"]
+    assert [(t.name, t.launches_before, t.launches_after) for t in d.devices] == [
+        ("NULL", 7, 7), ("NULL:1", 8, 8), ("NULL:SDMA:0", 5, 5), ("NULL:1:SDMA:0", 1, 1)]
+    for k in d.kernels:
+        assert k.verdict in NOT_SIGNIFICANT and k.ratio == k.median_after_ns / k.median_before_ns
+
+
+def test_real_pair_across_naming_schemes(tmp_path: Path):
+    """0.12 names repeated kernels r_…n1, n2 …, master tells them apart by program: kernels of one name match,
+    the renamed ones are new and vanished — and the totals still add up."""
+    (a, ra), (b, rb) = unpack("0.12.0-null-train", tmp_path), unpack("master-null-train", tmp_path)
+    d = vizexport.api.diff(vizexport.load_profile(a), vizexport.load_profile(b), vizexport.load_rewrites(ra),
+                           vizexport.load_rewrites(rb))
+    count = Counter(k.verdict for k in d.kernels)
+    assert count[NEW] and count[VANISHED] and all(k.match == BY_NAME for k in d.kernels if k.verdict not in
+                                                  (NEW, VANISHED))
+    assert sum(k.launches_before for k in d.kernels) == d.base.launches == 81
+    assert sum(k.launches_after for k in d.kernels) == d.pr.launches == 88
+    assert any(k.name == "r_8_32_16n3" for k in d.kernels if k.verdict == VANISHED)
+
+
+def test_bad_inputs(train: dict, tmp_path: Path):
+    r = run_cli("diff", train["rewrites"], train["base"])
+    assert r.returncode == 1 and r.stderr.count("\n") == 1 and "not a profile" in r.stderr
+    r = run_cli("diff", train["base"], train["base"], "-o", tmp_path / "d.txt")
+    assert r.returncode == 1 and "unknown output format" in r.stderr and not (tmp_path / "d.txt").exists()
+    r = run_cli(train["base"], "-o", tmp_path / "t.json", "--baseline", train["base"])
+    assert r.returncode == 1 and "name a folder" in r.stderr and not (tmp_path / "t.json").exists()
+
+
+def test_stats_reach():
+    """The exact two-sided U test cannot reject at 5% with 3 launches a side (smallest p = 0.1), can with 4; a
+    single launch on one side is never enough."""
+    assert not reachable(3, 3, 0.05) and reachable(4, 4, 0.05) and reachable(2, 8, 0.05)
+    assert not reachable(1, 100, 0.05) and not reachable(2, 4, 0.05)
+
+
+def test_site_with_baseline_in_browser(train: dict, tmp_path: Path):
+    """`-o site/ --baseline BASE.pkl`: index links the report and the diff; both pages load without console
+    errors, their plots are laid out, their tables sort (screenshots under test-output/answers/)."""
+    site = tmp_path / "site"
+    r = run_cli(train["slow"], "-o", f"{site}/", "--baseline", train["base"], "--peak-gbs", "20")
+    assert r.returncode == 0, r.stderr
+    index = (site / "index.html").read_text()
+    assert 'href="report.html"' in index and 'href="diff.html"' in index and "1 slower" in index
+    if SHOTS.exists():
+        shutil.rmtree(SHOTS)
+    result = browser_check(site, SHOTS)
+    assert {p: v["errors"] for p, v in result["pages"].items() if v["errors"]} == {}
+    assert result["brokenLinks"] == []
+    report, diff = result["answers"]["report.html"], result["answers"]["diff.html"]
+    assert [p["id"] for p in diff["plots"]] == ["plot-ratios", "plot-totals"]
+    assert {"plot-busy", "plot-spread", "plot-histograms", "plot-latency", "plot-batches"} <= {p["id"] for p in
+                                                                                               report["plots"]}
+    for p in report["plots"] + diff["plots"]:
+        assert p["width"] > 300 and p["height"] > 80 and p["texts"] > 5  # drawn, with its labels as text
+    for page in (report, diff):
+        assert page["sorted"] == sorted(page["sorted"], reverse=True) and len(page["sorted"]) > 5
+    assert diff["sections"][:2] == ["summary", "significant"]
+    for shot in ("report.png", "diff.png", "index.png"):
+        assert (SHOTS / shot).stat().st_size > 20_000

@@ -1,0 +1,232 @@
+"""What changed between two runs (a base and a pull request's): kernels matched by program, else by name and
+device, each with a noise-aware verdict (analysis.stats); new and vanished kernels; totals per device and category;
+and the stretches between markers."""
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import pairwise
+
+import numpy as np
+
+from ..timeline import Role, Timeline
+from .intervals import clip, measure
+from .launches import Runs, columns, kernel_runs
+from .report import time_range
+from .stats import ALPHA, FASTER, METHOD, MIN_EFFECT, SLOWER, Change, compare
+
+NEW, VANISHED = "new", "vanished"
+BY_PROGRAM, BY_NAME = "program", "name"
+
+
+@dataclass
+class KernelChange:
+    name: str
+    device: str
+    category: str
+    match: str  # BY_PROGRAM, BY_NAME, NEW or VANISHED
+    programs_before: list[str]
+    programs_after: list[str]
+    launches_before: int
+    launches_after: int
+    total_before_ns: int
+    total_after_ns: int
+    median_before_ns: float | None
+    median_after_ns: float | None
+    ratio: float | None  # median after / median before
+    low: float | None  # its bootstrap interval
+    high: float | None
+    p: float | None  # Mann–Whitney U, two-sided
+    verdict: str  # stats.SLOWER, FASTER, UNCHANGED, FEW, or NEW / VANISHED
+
+    @property
+    def label(self) -> str:
+        keys = self.programs_after or self.programs_before
+        return f"{self.name} [{keys[0][:8]}]" if len(keys) == 1 else self.name
+
+
+@dataclass
+class TotalChange:
+    """A device's or a category's launches and summed launch time (and for devices the busy time) before/after."""
+
+    name: str
+    launches_before: int
+    launches_after: int
+    total_before_ns: int
+    total_after_ns: int
+    busy_before_ns: int | None = None
+    busy_after_ns: int | None = None
+
+
+@dataclass
+class IntervalChange:
+    """The stretch between two markers (matched by their names and order): wall time, busy device time, launches."""
+
+    name: str
+    wall_before_ns: int
+    wall_after_ns: int
+    busy_before_ns: int
+    busy_after_ns: int
+    launches_before: int
+    launches_after: int
+
+
+@dataclass
+class Side:
+    file: str
+    release: str
+    launches: int
+    launch_ns: int
+    span_ns: int
+
+
+@dataclass
+class Diff:
+    base: Side
+    pr: Side
+    method: str
+    alpha: float
+    min_effect: float
+    verdicts: dict[str, int]  # verdict → kernels
+    kernels: list[KernelChange]  # significant changes first, then by the change of total time
+    devices: list[TotalChange]
+    categories: list[TotalChange]
+    intervals: list[IntervalChange] = field(default_factory=list)
+
+    def slowdowns(self, pct: float) -> list[KernelChange]:
+        """Significant slowdowns whose median grew by more than `pct` percent."""
+        return [k for k in self.kernels if k.verdict == SLOWER and k.ratio is not None and k.ratio - 1 > pct / 100]
+
+
+def diff_runs(base: Timeline, pr: Timeline, base_uops: Mapping[str, Sequence[str]] | None = None,
+              pr_uops: Mapping[str, Sequence[str]] | None = None, alpha: float = ALPHA,
+              min_effect: float = MIN_EFFECT, releases: tuple[str, str] = ("", "")) -> Diff:
+    a, b = kernel_runs(base, base_uops), kernel_runs(pr, pr_uops)
+    kernels = [_change(x, y, alpha, min_effect) for x, y in match(a, b)]
+    kernels.sort(key=lambda k: (not _significant(k), -abs(k.total_after_ns - k.total_before_ns), k.device, k.name))
+    return Diff(_side(base, a, releases[0]), _side(pr, b, releases[1]), METHOD, alpha, min_effect,
+                dict(Counter(k.verdict for k in kernels)), kernels, _totals(a, b, lambda r: r.kernel.device, True),
+                _totals(a, b, lambda r: r.category, False), _intervals(base, pr, a, b))
+
+
+def _significant(k: KernelChange) -> bool:
+    return k.verdict in (SLOWER, FASTER)
+
+
+def match(a: list[Runs], b: list[Runs]) -> list[tuple[list[Runs], list[Runs]]]:
+    """Pairs of launch groups: by (device, program key) where both runs have program keys, then what is left by
+    (device, name) — a program whose code changed keeps its name — then what only one run has."""
+    pairs: list[tuple[list[Runs], list[Runs]]] = []
+    if any(r.kernel.program for r in a) and any(r.kernel.program for r in b):
+        by_key = {(r.kernel.device, r.kernel.program): r for r in b if r.kernel.program}
+        left_a = []
+        for r in a:
+            other = by_key.pop((r.kernel.device, r.kernel.program), None) if r.kernel.program else None
+            if other is not None:
+                pairs.append(([r], [other]))
+            else:
+                left_a.append(r)
+        matched = {id(y[0]) for _, y in pairs}
+        a, b = left_a, [r for r in b if id(r) not in matched]
+    ga, gb = _by_name(a), _by_name(b)
+    for key in list(ga) + [k for k in gb if k not in ga]:
+        pairs.append((ga.get(key, []), gb.get(key, [])))
+    return pairs
+
+
+def _by_name(runs: list[Runs]) -> dict[tuple[str, str], list[Runs]]:
+    out: dict[tuple[str, str], list[Runs]] = defaultdict(list)
+    for r in runs:
+        out[(r.kernel.device, r.kernel.name)].append(r)
+    return out
+
+
+def _durations(runs: list[Runs]) -> np.ndarray:
+    return np.concatenate([r.dur for r in runs]) if runs else np.zeros(0, np.int64)
+
+
+def _change(a: list[Runs], b: list[Runs], alpha: float, min_effect: float) -> KernelChange:
+    da, db = _durations(a), _durations(b)
+    first = (a or b)[0]
+    if a and b:
+        same = len(a) == len(b) == 1 and a[0].kernel.program is not None and a[0].kernel.program == b[0].kernel.program
+        how, c = BY_PROGRAM if same else BY_NAME, compare(da, db, alpha, min_effect)
+    else:
+        how, c = NEW if b else VANISHED, Change(float("nan"), None, None, None, NEW if b else VANISHED)
+    return KernelChange(first.kernel.name, first.kernel.device, (b or a)[0].category, how, _keys(a), _keys(b),
+                        len(da), len(db), int(da.sum()), int(db.sum()), _median(da), _median(db),
+                        None if how in (NEW, VANISHED) else c.ratio, c.low, c.high, c.p, c.verdict)
+
+
+def _keys(runs: list[Runs]) -> list[str]:
+    return sorted({r.kernel.program for r in runs if r.kernel.program})
+
+
+def _median(d: np.ndarray) -> float | None:
+    return float(np.median(d)) if len(d) else None
+
+
+def _side(tl: Timeline, runs: list[Runs], release: str) -> Side:
+    t0, t1 = time_range(tl)
+    return Side(tl.title, release, sum(r.count for r in runs), sum(r.total_ns for r in runs), t1 - t0)
+
+
+def _totals(a: list[Runs], b: list[Runs], key: Callable[[Runs], str], busy: bool) -> list[TotalChange]:
+    ga: dict[str, list[Runs]] = defaultdict(list)
+    gb: dict[str, list[Runs]] = defaultdict(list)
+    for runs, g in ((a, ga), (b, gb)):
+        for r in runs:
+            g[key(r)].append(r)
+    out = []
+    for name in list(ga) + [k for k in gb if k not in ga]:
+        x, y = ga.get(name, []), gb.get(name, [])
+        out.append(TotalChange(name, sum(r.count for r in x), sum(r.count for r in y), sum(r.total_ns for r in x),
+                               sum(r.total_ns for r in y), _busy(x) if busy else None, _busy(y) if busy else None))
+    return sorted(out, key=lambda t: -max(t.total_before_ns, t.total_after_ns))
+
+
+def _busy(runs: list[Runs], lo: int | None = None, hi: int | None = None) -> int:
+    if not runs:
+        return 0
+    st = np.concatenate([r.ts for r in runs])
+    en = st + _durations(runs)
+    if lo is not None and hi is not None:
+        st, en = clip(st, en, lo, hi)
+    return measure(st, en)
+
+
+def markers(tl: Timeline) -> list[tuple[str, int]]:
+    """The run's markers (name, time), in time order."""
+    out = []
+    for t in tl.tracks:
+        if t.role == Role.MARKERS:
+            ts, _, names = columns(t)
+            out += [(tl.strings[n], int(x)) for x, n in zip(ts.tolist(), names.tolist(), strict=True)]
+    return sorted(out, key=lambda m: m[1])
+
+
+def _stretches(tl: Timeline) -> dict[str, tuple[int, int]]:
+    """'start → first marker', 'marker → next marker' … 'last marker → end', a repeated name numbered (#2, …)."""
+    t0, t1 = time_range(tl)
+    cuts = [("start", t0), *markers(tl), ("end", t1)]
+    seen: Counter = Counter()
+    out = {}
+    for (na, ta), (nb, tb) in pairwise(cuts):
+        name = f"{na} → {nb}"
+        seen[name] += 1
+        out[name if seen[name] == 1 else f"{name} #{seen[name]}"] = (ta, tb)
+    return out
+
+
+def _intervals(base: Timeline, pr: Timeline, a: list[Runs], b: list[Runs]) -> list[IntervalChange]:
+    sa, sb = _stretches(base), _stretches(pr)
+    if len(sa) == 1 or len(sb) == 1:  # no markers on one side: the totals say it all
+        return []
+    out = []
+    for name in (n for n in sa if n in sb):
+        (la, ha), (lb, hb) = sa[name], sb[name]
+        out.append(IntervalChange(name, ha - la, hb - lb, _busy(a, la, ha), _busy(b, lb, hb),
+                                  sum(int(((r.ts >= la) & (r.ts < ha)).sum()) for r in a),
+                                  sum(int(((r.ts >= lb) & (r.ts < hb)).sum()) for r in b)))
+    return out

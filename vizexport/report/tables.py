@@ -1,0 +1,63 @@
+"""A report or a diff as sections of tables: what the text, Markdown and HTML writers show (JSON is the records)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..units import duration_text
+
+Cell = tuple[str, Any]  # (text, sort value: a number for numeric columns, else None)
+
+
+@dataclass
+class Table:
+    headers: list[str]
+    rows: list[list[Cell]]
+    limit: int | None = None  # rows a terminal or a PR comment shows (HTML shows all)
+
+    def numeric(self, col: int) -> bool:
+        return any(isinstance(r[col][1], (int, float)) for r in self.rows)
+
+    def kinds(self) -> list[bool]:
+        """Which columns are numeric (right-aligned, sorted by value)."""
+        return [self.numeric(i) for i in range(len(self.headers))]
+
+
+@dataclass
+class Section:
+    key: str  # id in HTML, plot names
+    title: str
+    note: str = ""
+    tables: list[Table] = field(default_factory=list)
+    plots: list[str] = field(default_factory=list)  # names of plots (report/plots.py) shown with it
+    collapsed: bool = False  # a long detail: folded in Markdown
+
+
+def text(s: str) -> Cell:
+    return (s, None)
+
+
+def ns(x: float | None) -> Cell:
+    return ("" if x is None else duration_text(x), x)
+
+
+def num(x: float | None, fmt: str = "{:,}") -> Cell:
+    return ("" if x is None else fmt.format(x), x)
+
+
+def pct(x: float | None, digits: int = 1) -> Cell:
+    return ("" if x is None else f"{x:.{digits}f}%", x)
+
+
+def ratio(x: float | None) -> Cell:
+    """after/before as a signed percentage: 2.0 → +100.0%."""
+    return ("" if x is None or x != x else f"{(x - 1) * 100:+.1f}%", x)
+
+
+def delta_ns(before: float, after: float) -> Cell:
+    d = after - before
+    return (("+" if d > 0 else "−" if d < 0 else "±") + duration_text(abs(d)), d)
+
+
+def rate(x: float | None) -> Cell:
+    return ("" if x is None else f"{x:.3g}", x)
