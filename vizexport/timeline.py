@@ -23,6 +23,8 @@ class Role(str, Enum):
     COPY = "copy"  # a copy engine's work
     GRAPH = "graph"  # JIT graph batches (each entry is also on its own queue track)
     MEMORY = "memory"  # live buffer bytes (a counter)
+    BUFFERS = "buffers"  # buffer lifetimes (slices), the memory counter buffer by buffer
+    LAUNCHES = "launches"  # host launches (instants), each with flows to the device work it started
     MARKERS = "markers"  # user markers (instants)
     SQTT = "sqtt"  # an AMD thread trace: launch groups, shader units, waves, their counters
 
@@ -35,6 +37,11 @@ ARG_GBS_MEM = "GB/s mem"
 ARG_GBS_LDS = "GB/s lds"
 ARG_BYTES = "bytes"  # bytes a copy moved
 ARG_GBS = "GB/s"  # a copy's bandwidth
+ARG_LAUNCH_LATENCY = "launch latency"  # ns from the host launch (its exec event) to the device work's start
+
+# Kinds of flows: what a flow between two events means (Chrome JSON names and categorises flows by it).
+FLOW_DEP = "dep"  # a JIT graph entry waits for another
+FLOW_LAUNCH = "launch"  # a host launch started this device work
 
 
 @dataclass(eq=False)
@@ -66,6 +73,18 @@ class Timeline:
         self.strings: list[str] = []
         self._ids: dict[str, int] = {}
         self._n_children: dict[int, int] = {}
+        self.flow_kinds: dict[int, str] = {}  # flow id → FLOW_*, where not FLOW_DEP
+        self._next_flow = 1
+
+    def flow(self, src: Track, i: int, dst: Track, j: int, kind: str = FLOW_DEP) -> int:
+        """A new flow from event i of src to event j of dst; returns its id."""
+        f = self._next_flow
+        self._next_flow += 1
+        src.flows_out.setdefault(i, []).append(f)
+        dst.flows_in.setdefault(j, []).append(f)
+        if kind != FLOW_DEP:
+            self.flow_kinds[f] = kind
+        return f
 
     def intern(self, s: str) -> int:
         i = self._ids.get(s)
