@@ -27,6 +27,7 @@ class Role(str, Enum):
     LAUNCHES = "launches"  # host launches (instants), each with flows to the device work it started
     MARKERS = "markers"  # user markers (instants)
     SQTT = "sqtt"  # an AMD thread trace: launch groups, shader units, waves, their counters
+    PMA = "pma"  # NVIDIA PMA stall samples of a launch
 
 
 # Slice arguments with a meaning beyond display: readers set them, analyses rely on them. Every other argument is
@@ -39,9 +40,26 @@ ARG_BYTES = "bytes"  # bytes a copy moved
 ARG_GBS = "GB/s"  # a copy's bandwidth
 ARG_LAUNCH_LATENCY = "launch latency"  # ns from the host launch (its exec event) to the device work's start
 
+# Trace-level metadata keys (Timeline.metadata), besides `device <name>` entries (the device's properties as JSON).
+META_NAME = "trace name"
+META_RELEASE = "tinygrad release"
+
 # Kinds of flows: what a flow between two events means (Chrome JSON names and categorises flows by it).
 FLOW_DEP = "dep"  # a JIT graph entry waits for another
 FLOW_LAUNCH = "launch"  # a host launch started this device work
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One frame of a (Python) callstack."""
+
+    file: str
+    line: int
+    function: str
+
+    def label(self) -> str:
+        """How writers name the frame: the function and where it is, so that stacks aggregate per call site."""
+        return f"{self.function} ({self.file.rsplit('/', 1)[-1]}:{self.line})"
 
 
 @dataclass(eq=False)
@@ -61,6 +79,7 @@ class Track:
     args: dict[int, dict] = field(default_factory=dict)  # event index → args (sparse: most events have none)
     flows_out: dict[int, list[int]] = field(default_factory=dict)  # event index → flow ids it starts
     flows_in: dict[int, list[int]] = field(default_factory=dict)  # event index → flow ids it ends
+    stacks: dict[int, int] = field(default_factory=dict)  # event index → its callstack (index into Timeline.stacks)
 
     def __len__(self) -> int:
         return len(self.ts)
@@ -74,6 +93,9 @@ class Timeline:
         self._ids: dict[str, int] = {}
         self._n_children: dict[int, int] = {}
         self.flow_kinds: dict[int, str] = {}  # flow id → FLOW_*, where not FLOW_DEP
+        self.metadata: dict[str, str] = {}  # META_* and other trace-level facts, as text
+        self.stacks: list[tuple[Frame, ...]] = []  # callstacks, outermost frame first
+        self._stack_ids: dict[tuple[Frame, ...], int] = {}
         self._next_flow = 1
 
     def flow(self, src: Track, i: int, dst: Track, j: int, kind: str = FLOW_DEP) -> int:
@@ -91,6 +113,14 @@ class Timeline:
         if i is None:
             i = self._ids[s] = len(self.strings)
             self.strings.append(s)
+        return i
+
+    def intern_stack(self, frames: tuple[Frame, ...]) -> int:
+        """The id of a callstack (outermost frame first)."""
+        i = self._stack_ids.get(frames)
+        if i is None:
+            i = self._stack_ids[frames] = len(self.stacks)
+            self.stacks.append(frames)
         return i
 
     def add_track(self, name: str, parent: Track | None, kind: str, role: Role, **kw: Any) -> Track:

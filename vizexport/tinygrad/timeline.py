@@ -3,22 +3,36 @@
 Roots, in order: host tracks (TINY, USER, GC), devices in natural order (NULL, NULL:1, AMD, AMD:1, …), Markers.
 Under TINY: its spans, then `Launches` (the exec events, each with flows to the device work it started).
 Under a device root: its own queue track, `<root> Graph`, engines (`<root>:SDMA:0`, …), then `<device> Memory` and
-`<device> Buffers` (a slice per buffer lifetime, on as many lanes as overlaps need).
+`<device> Buffers` (a slice per buffer lifetime, on as many lanes as overlaps need), SQTT launches, PMA captures.
 """
 from __future__ import annotations
 
 import bisect
+import json
 from collections import defaultdict
 from itertools import compress
 from operator import attrgetter
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..devices import HOST, device_root, is_copy, is_copy_engine, natural
+from ..pma import add_pma_tracks
 from ..records import Alloc, Exec, Marker, Profile, RewriteLog, Span
 from ..sqtt import Launch, add_sqtt_tracks, load_launches, pmc_span_args
-from ..timeline import ARG_BYTES, ARG_GBS, ARG_PROGRAM, Role, Timeline, Track, slice_events
+from ..timeline import (
+    ARG_BYTES,
+    ARG_GBS,
+    ARG_PROGRAM,
+    META_NAME,
+    META_RELEASE,
+    Frame,
+    Role,
+    Timeline,
+    Track,
+    slice_events,
+)
 from .buffers import lifetimes
 from .estimates import Estimates
 from .launches import LAUNCHES, add_launches, exec_args, link_launches
@@ -114,7 +128,10 @@ class _Builder:
             mine = [la for la in launches if device_root(la.device) == root]
             if mine:
                 add_sqtt_tracks(self.tl, group, self.p, mine)
+            if any(c.kind == "pma" and device_root(c.device) == root for c in self.p.captures):
+                add_pma_tracks(self.tl, group, self.p)
         self._flows()
+        self._metadata()
         if self.links.spans:
             add_launches(self.tl, launches_track, self.p, self.links, self.placed, self.batches, self.buffers)
         self._markers()
@@ -136,6 +153,7 @@ class _Builder:
         sub, idx = sub[order], np.array(idx)[order]
         lanes = np.zeros(len(sub), np.int8) if _nested(st, en) else np.array(_lanes(st.tolist(), en.tolist()))
         sids, args = self._names_args(sub, idx, dev, execs)
+        stacks = self._stacks(sub)
         dur = np.where(en > st, en - st, -1)
         n_lanes = int(lanes.max(initial=0)) + 1
         role = Role.HOST if dev in HOST else Role.COPY if is_copy_engine(dev) else Role.QUEUE
@@ -146,6 +164,7 @@ class _Builder:
             track.dur.frombytes(dur[at].tobytes())
             track.names.frombytes(sids[at].astype(f"i{track.names.itemsize}").tobytes())
             track.args = dict(compress(enumerate(args[at]), args[at]))
+            track.stacks = {n: k for n, k in enumerate(stacks[at].tolist()) if k >= 0}
             if role is not Role.HOST:
                 self.placed.update((i, (track, n)) for n, i in enumerate(idx[at].tolist()))
 
@@ -165,6 +184,19 @@ class _Builder:
             name, a = self._device_name_args(s, execs)
             sids[j], args[j] = intern(name), {**a, **self.pmc[i]} if i in self.pmc else a
         return sids, args
+
+    def _stacks(self, sub: np.ndarray) -> np.ndarray:
+        """Each span's callstack id (-1: none), from its Key's Python traceback (innermost frame first)."""
+        ids: dict[int, int] = {}
+        out = np.full(len(sub), -1, np.int64)
+        for j, s in enumerate(sub):
+            tb = s.key.tb
+            if tb:
+                k = ids.get(id(tb))
+                if k is None:
+                    k = ids[id(tb)] = self.tl.intern_stack(tuple(Frame(f, line, fn) for f, line, fn, _ in reversed(tb)))
+                out[j] = k
+        return out
 
     def _key_args(self, k: Any) -> tuple[str, dict]:
         args = {}
@@ -286,6 +318,15 @@ class _Builder:
             track.ts.append(lt.st)
             track.dur.append(lt.en - lt.st)
             track.names.append(self.tl.intern(lt.name()))
+
+    def _metadata(self) -> None:
+        """The trace's name, the tinygrad release that wrote the profile and each device's properties."""
+        p, meta = self.p, self.tl.metadata
+        meta[META_NAME] = f"tinygrad {p.release.name} {Path(p.path).name}"
+        meta[META_RELEASE] = f"{p.release.name} ({p.release.confidence}: {p.release.reason})"
+        for d in sorted(p.devices, key=lambda d: natural(d.device)):
+            if d.props:
+                meta[f"device {d.device}"] = json.dumps(d.props, default=str, sort_keys=True)
 
     def _markers(self) -> None:
         marks = sorted((pt for pt in self.p.points if pt.kind == "marker"), key=lambda pt: pt.ts)
