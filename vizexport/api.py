@@ -80,7 +80,7 @@ def build_site(outdir: Path | str, profile: Profile | None = None, rewrites: Rew
     if profile is not None:
         timeline = build_timeline(profile, rewrites, launches) if timeline is None else timeline
         summary = summarize(profile, launches) if summary is None else summary
-        listings = program_listings(profile)
+        listings = program_listings(profile, launches or decode_launches(profile))
     graphs = _graphs(rewrites) if rewrites is not None else None
     if graphs is not None and profile is None:  # the folder is the SVG export too
         render_steps(graphs, outdir, progress=progress, **render_options)

@@ -26,6 +26,7 @@ from ..records import Context, Listing, StepGraphs
 from ..summary import ProfileSummary, ReleaseInfo
 from ..timeline import ARG_PROGRAM, Timeline
 from ..units import bytes_text, duration_text
+from .cfg import cfg_svg
 from .code import code_css, highlight_c
 from .packs import PackInfo, write_packs
 
@@ -73,7 +74,7 @@ def _args(args: dict) -> str:
 def _env() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.PackageLoader("vizexport.site", "templates"),
                              autoescape=jinja2.select_autoescape(["html"]), keep_trailing_newline=True)
-    env.filters.update(duration=duration_text, bytes=bytes_text, args=_args, json=_script_json)
+    env.filters.update(duration=duration_text, bytes=bytes_text, args=_args, json=_script_json, cfg_svg=cfg_svg)
     return env
 
 
