@@ -98,3 +98,28 @@ def test_gemm_kernel_page_draws_the_graph(tmp_path: Path):
     assert fills[0] == "#f4a261" and fills[3] == "#ffffff"
     lst = program_listings(load_profile(path))[0]
     assert cfg_svg(Listing(lst.device, lst.name, lst.key, lst.lines, None)) == ""
+
+
+# tinygrad's sqtt-insts tables (tools/sqtt_insts_reference.py)
+REFERENCE = Path(__file__).parent / "data" / "sqtt_insts"
+
+
+@pytest.mark.parametrize("ref", sorted(REFERENCE.glob("gfx1*.json.gz")), ids=lambda p: p.name.split(".")[0])
+def test_traced_waves_are_tinygrads(ref: Path):
+    """The waves tinygrad's per-instruction tables describe (decoded by AMD's rocprof-trace-decoder) are waves our
+    decoder finds on the same SE, CU, SIMD and wave slot, lasting exactly as many cycles (RDNA fixtures)."""
+    import gzip
+    import json
+    arch, name = ref.name.split(".")[0].split("_", 1)
+    path = FIXTURES / "sqtt" / arch / f"{name}.pkl"
+    if not path.exists():
+        pytest.skip("fixture absent")
+    waves = [w for la in load_launches(load_profile(path)) for b in la.blobs for w in b.waves if w.traced]
+    tables = json.loads(gzip.decompress(ref.read_bytes()))
+    assert tables
+    for t in tables:
+        md = {m["label"]: m["value"] for m in t["metadata"][0]}
+        assert t["cols"] == ["PC", "Instruction", "Hits", "Cycles", "Stall", "Type"]
+        same = [w for w in waves if (w.se, w.cu, w.simd, w.slot) == (md["SE"], md["CU"], md["SIMD"], md["Wave ID"])
+                and w.end is not None and w.end - w.start == md["Total Cycles"]]
+        assert same, (t["ctx"], t["step"], md)

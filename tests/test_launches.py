@@ -43,7 +43,8 @@ select s.name, tn.name as track, s.dur, count(l.id) as n, min(s.ts - l.lts) as l
   (select real_value from args a where a.arg_set_id = s.arg_set_id and a.key in ('debug.GB/s', 'args.GB/s')) as gbs,
   (select count(*) from args a where a.arg_set_id = s.arg_set_id and a.key like '%.buffers[%].buf') as bufs
 from slice s join tn on s.track_id = tn.id left join launch l on l.id = s.id
-where tn.name not in ('TINY', 'USER', 'GC', 'Launches', 'Markers') group by s.id"""
+where tn.name not in ('TINY', 'USER', 'GC', 'Launches', 'Markers') and tn.name not like '% Buffers'
+group by s.id"""
 
 
 def _pickle(path: Path, tmp_path: Path) -> Path:
