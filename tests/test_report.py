@@ -16,6 +16,7 @@ from vizexport.analysis.categories import COPY, ELEMENTWISE, REDUCE
 from vizexport.devices import device_root, is_copy
 from vizexport.records import to_json
 from vizexport.report import report_text
+from vizexport.tinygrad.launches import link_launches
 
 from .answers import CORPUS, device_spans, exec_before, intersection, latest_exec, length, merged, unpack
 from .conftest import ROOT, fixture_files, run_cli
@@ -118,16 +119,16 @@ def test_kernel_durations(runs: dict):
 
 @pytest.mark.parametrize("name", ["master-null-train", "master-null-multi", "0.13.0-null-meta", "0.12.0-null-meta"])
 def test_launch_latency(runs: dict, name: str):
-    """Device start − the latest exec event of its device at or before it (each launch's own, not a JIT graph's
-    entries, not a copy engine's): every latency the report counts is one of these, and they are all there."""
+    """Device start − the host launch (exec event) the reader links it to (tinygrad/launches.py, tested on its own in
+    test_launches.py): every device range with a duration and a launch counts once, on its device string."""
     prof, _, rep = runs[name]
-    execs = latest_exec(prof)
+    links = link_launches(prof)
     want: dict[str, list[int]] = defaultdict(list)
-    for s in prof.spans:
-        if s.device in execs and s.graph < 0 and s.en is not None and s.en > s.st and not is_copy(s):
-            e = exec_before(execs, s.device, s.st)
-            if e is not None:
-                want[s.device].append(s.st - e.ts)
+    for i, e in links.spans.items():
+        s = prof.spans[i]
+        if s.en is not None and s.en > s.st:
+            want[s.device].append(s.st - prof.points[e].ts)
+    assert want
     got = {x.device: x for x in rep.latency}
     assert set(got) == set(want)
     for dev, lat in want.items():

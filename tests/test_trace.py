@@ -82,7 +82,9 @@ def test_pftrace_rules_and_figures(tmp_path: Path, key: str, compress: bool):
         for name, n in viewer["tracks"].items():
             if not name.endswith(" Memory"):
                 assert positive[name] == n, name
-    roots = [x.name for x in sorted((x for x in d.descriptors.values() if not x.parent_uuid),
+    (top,) = [u for u, x in d.descriptors.items() if not x.parent_uuid]  # the trace's top track orders the roots
+    assert d.descriptors[top].child_ordering == pb.TrackDescriptor.EXPLICIT
+    roots = [x.name for x in sorted((x for x in d.descriptors.values() if x.parent_uuid == top),
                                     key=lambda x: x.sibling_order_rank)]
     host = [x for x in ("TINY", "USER", "GC") if x in roots]
     assert roots[: len(host)] == host and (roots[-1] == "Markers") == (markers > 0)

@@ -63,14 +63,15 @@ def check(data: bytes) -> Decoded:
     """Decode and assert the protocol rules; returns the events per track uuid (absolute ns timestamps)."""
     pkts, chunks = packets(data)
     d = Decoded(compressed_chunks=chunks)
-    seq_clock: dict[int, int] = {}  # sequence → last absolute timestamp on its incremental clock
     seq_track: dict[int, int] = {}
+    seq_last: dict[int, int] = {}  # sequence → its last timestamp
     interned: dict[int, tuple[dict, dict, dict]] = {}
     open_: dict[int, list[tuple[int, str, dict]]] = defaultdict(list)
     seen_event = False
     for p in pkts:
         seq = p.trusted_packet_sequence_id
         assert seq, "every packet names its sequence"
+        assert not p.HasField("clock_snapshot"), "no clock snapshots (the UI draws them as a track of arrows)"
         if p.HasField("track_descriptor"):
             assert not seen_event, "descriptors precede events"
             t = p.track_descriptor
@@ -80,11 +81,8 @@ def check(data: bytes) -> Decoded:
             continue
         if p.sequence_flags & pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED:
             interned[seq] = ({}, {}, {})
-            assert p.trace_packet_defaults.timestamp_clock_id == 64
+            assert p.trace_packet_defaults.timestamp_clock_id == pb.BUILTIN_CLOCK_BOOTTIME  # absolute ns
             seq_track[seq] = p.trace_packet_defaults.track_event_defaults.track_uuid
-            clocks = {c.clock_id: c for c in p.clock_snapshot.clocks}
-            assert clocks[64].is_incremental and clocks[64].timestamp == clocks[6].timestamp
-            seq_clock[seq] = clocks[64].timestamp
             continue
         if not p.HasField("track_event"):
             continue
@@ -98,8 +96,9 @@ def check(data: bytes) -> Decoded:
             arg_names[e.iid] = e.name
         for e in p.interned_data.debug_annotation_string_values:
             values[e.iid] = e.str.decode()
-        ts = seq_clock[seq] + p.timestamp  # uint64 deltas: time never goes backwards on a sequence
-        seq_clock[seq] = ts
+        ts = p.timestamp
+        assert ts >= seq_last.get(seq, 0), "each sequence in time order"
+        seq_last[seq] = ts
         ev = p.track_event
         track = ev.track_uuid or seq_track[seq]
         assert track in d.descriptors, "event on a described track"

@@ -43,6 +43,7 @@ def vizexport_figures(profile: Path | None, rewrites: Path | None) -> dict:
     {track: [[name, start µs (absolute), dur µs, nums]]}, memory_peaks, markers [[name, µs]]; rewrites.contexts
     [[name, [rewrite names]]], uops {id: (op, dtype)}, uop_lists {ctx index: the final program's UOp list}."""
     import vizexport
+    from vizexport.timeline import Role
     from vizexport.tinygrad.timeline import build_timeline
     out: dict = {}
     log = vizexport.load_rewrites(str(rewrites)) if rewrites else None
@@ -53,7 +54,7 @@ def vizexport_figures(profile: Path | None, rewrites: Path | None) -> dict:
         for t in tl.tracks:
             if t.kind == "counter" and t.name.endswith(" Memory"):
                 peaks[t.name.removesuffix(" Memory")] = max(t.values, default=0)
-            if t.kind != "slice":
+            if t.kind != "slice" or t.role is Role.BUFFERS:  # the viewer draws buffers inside its Memory track
                 continue
             rows = [[tl.strings[t.names[i]], t.ts[i] / 1e3, t.dur[i] / 1e3, t.args.get(i, {})]
                     for i in range(len(t.ts))]

@@ -143,7 +143,7 @@ def build_site(outdir: Path | str, profile: Profile | None = None, rewrites: Rew
     if profile is not None:
         timeline = build_timeline(profile, rewrites, launches) if timeline is None else timeline
         summary = summarize(profile, launches) if summary is None else summary
-        listings = program_listings(profile)
+        listings = program_listings(profile, launches or decode_launches(profile))
         run = report(profile, rewrites, timeline, peak_gflops, peak_gbs)
         if baseline is not None:
             change = diff_runs(build_timeline(baseline, baseline_rewrites), timeline, program_uops(baseline_rewrites),

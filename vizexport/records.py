@@ -76,6 +76,10 @@ class Exec:
     outputs: tuple
     metadata: tuple[str, ...] = ()  # names of the Tensor calls that led to the launch
 
+    def mode(self, n: int) -> str:
+        """How the launch uses its buffer n: "in", "out" or "inout"."""
+        return "inout" if n in self.inputs and n in self.outputs else "out" if n in self.outputs else "in"
+
 
 @dataclass(slots=True)
 class Marker:
@@ -95,6 +99,18 @@ class GraphBatch:
 
 
 @dataclass(slots=True)
+class ControlFlow:
+    """A program's control-flow graph over its listing: blocks as [first, end) line ranges, edges (from block, to
+    block, "always" | "taken" | "not taken"), and the cycles traced waves spent in each block (measured: False when
+    no SQTT capture ran the program, and the cycles are all 0)."""
+
+    blocks: list[tuple[int, int]]
+    edges: list[tuple[int, int, str]]
+    cycles: list[int]
+    measured: bool = False
+
+
+@dataclass(slots=True)
 class Listing:
     """A program's machine code as text (AMD GPU disassembly), one line per instruction, for writers to show."""
 
@@ -102,6 +118,7 @@ class Listing:
     name: str
     key: bytes | None  # the program's profile_key (0.14+)
     lines: list[str]
+    cfg: ControlFlow | None = None
 
 
 @dataclass(slots=True)

@@ -6,6 +6,7 @@ stored in the order writers emit them: by start time, outer slices before the sl
 """
 from __future__ import annotations
 
+import json
 from array import array
 from dataclasses import dataclass, field
 from enum import Enum
@@ -23,8 +24,11 @@ class Role(str, Enum):
     COPY = "copy"  # a copy engine's work
     GRAPH = "graph"  # JIT graph batches (each entry is also on its own queue track)
     MEMORY = "memory"  # live buffer bytes (a counter)
+    BUFFERS = "buffers"  # buffer lifetimes (slices), the memory counter buffer by buffer
+    LAUNCHES = "launches"  # host launches (instants), each with flows to the device work it started
     MARKERS = "markers"  # user markers (instants)
     SQTT = "sqtt"  # an AMD thread trace: launch groups, shader units, waves, their counters
+    PMA = "pma"  # NVIDIA PMA stall samples of a launch
 
 
 # Slice arguments with a meaning beyond display: readers set them, analyses rely on them. Every other argument is
@@ -38,6 +42,28 @@ ARG_GBS = "GB/s"  # a copy's bandwidth
 ARG_EXEC = "exec"  # key of the launch's host-side exec event (records.Point, kind "exec"): when the host launched it
 ARG_METADATA = "metadata"  # what led to the launch or span (tinygrad: Tensor calls), as text
 ARG_TB = "tb"  # a host span's Python traceback: "file:line function\n    code" per frame, innermost first
+ARG_LAUNCH_LATENCY = "launch latency"  # ns from the host launch (its exec event) to the device work's start
+
+# Trace-level metadata keys (Timeline.metadata), besides `device <name>` entries (the device's properties as JSON).
+META_NAME = "trace name"
+META_RELEASE = "tinygrad release"
+
+# Kinds of flows: what a flow between two events means (Chrome JSON names and categorises flows by it).
+FLOW_DEP = "dep"  # a JIT graph entry waits for another
+FLOW_LAUNCH = "launch"  # a host launch started this device work
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One frame of a (Python) callstack."""
+
+    file: str
+    line: int
+    function: str
+
+    def label(self) -> str:
+        """How writers name the frame: the function and where it is, so that stacks aggregate per call site."""
+        return f"{self.function} ({self.file.rsplit('/', 1)[-1]}:{self.line})"
 
 
 @dataclass(eq=False)
@@ -57,6 +83,7 @@ class Track:
     args: dict[int, dict] = field(default_factory=dict)  # event index → args (sparse: most events have none)
     flows_out: dict[int, list[int]] = field(default_factory=dict)  # event index → flow ids it starts
     flows_in: dict[int, list[int]] = field(default_factory=dict)  # event index → flow ids it ends
+    stacks: dict[int, int] = field(default_factory=dict)  # event index → its callstack (index into Timeline.stacks)
 
     def __len__(self) -> int:
         return len(self.ts)
@@ -70,12 +97,41 @@ class Timeline:
         self.strings: list[str] = []
         self._ids: dict[str, int] = {}
         self._n_children: dict[int, int] = {}
+        self.flow_kinds: dict[int, str] = {}  # flow id → FLOW_*, where not FLOW_DEP
+        self.metadata: dict[str, str] = {}  # META_* and other trace-level facts, as text
+        self.stacks: list[tuple[Frame, ...]] = []  # callstacks, outermost frame first
+        self._stack_ids: dict[tuple[Frame, ...], int] = {}
+        self._next_flow = 1
+
+    def flow(self, src: Track, i: int, dst: Track, j: int, kind: str = FLOW_DEP) -> int:
+        """A new flow from event i of src to event j of dst; returns its id."""
+        f = self._next_flow
+        self._next_flow += 1
+        src.flows_out.setdefault(i, []).append(f)
+        dst.flows_in.setdefault(j, []).append(f)
+        if kind != FLOW_DEP:
+            self.flow_kinds[f] = kind
+        return f
 
     def intern(self, s: str) -> int:
         i = self._ids.get(s)
         if i is None:
             i = self._ids[s] = len(self.strings)
             self.strings.append(s)
+        return i
+
+    def trace_metadata(self) -> dict[str, str]:
+        """What writers record about the whole trace: `metadata` and each device's properties (`device <name>`, as
+        JSON)."""
+        props = {f"device {d}": json.dumps(p, default=str, sort_keys=True) for d, p in self.device_props.items()}
+        return {**self.metadata, **props}
+
+    def intern_stack(self, frames: tuple[Frame, ...]) -> int:
+        """The id of a callstack (outermost frame first)."""
+        i = self._stack_ids.get(frames)
+        if i is None:
+            i = self._stack_ids[frames] = len(self.stacks)
+            self.stacks.append(frames)
         return i
 
     def add_track(self, name: str, parent: Track | None, kind: str, role: Role, **kw: Any) -> Track:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -76,6 +77,8 @@ def plan(tl: Timeline, budget: int = WINDOW_EVENTS) -> list[Window]:
 def _empty_like(tl: Timeline) -> Timeline:
     out = Timeline(tl.title)
     out.strings, out._ids = tl.strings, tl._ids  # shared: a window names what the run names
+    out.stacks, out._stack_ids, out.flow_kinds = tl.stacks, tl._stack_ids, tl.flow_kinds  # and its callstacks, flows
+    out.metadata, out.device_props = tl.metadata, tl.device_props
     return out
 
 
@@ -91,7 +94,7 @@ def _bare(t: Track) -> Track:
     return Track(t.uuid, t.name, t.parent, t.rank, t.kind, t.role, t.description, t.unit)
 
 
-def _subdict(d: dict[int, list] | dict[int, dict], keys: np.ndarray, a: int, b: int) -> dict:
+def _subdict(d: dict[int, Any], keys: np.ndarray, a: int, b: int) -> dict:
     lo, hi = np.searchsorted(keys, [a, b])
     return {k - a: d[k] for k in keys[lo:hi].tolist()}
 
@@ -100,9 +103,8 @@ def windows(tl: Timeline, plan_: list[Window]) -> Iterator[tuple[Window, Timelin
     """Each window's Timeline, in order (made one at a time: a 20M-event run holds one window besides itself)."""
     for t in tl.tracks:
         _in_time_order(t)
-    keys = {id(t): (np.sort(np.fromiter(t.args, np.int64, len(t.args))),
-                    np.sort(np.fromiter(t.flows_out, np.int64, len(t.flows_out))),
-                    np.sort(np.fromiter(t.flows_in, np.int64, len(t.flows_in)))) for t in tl.tracks}
+    keys = {id(t): [np.sort(np.fromiter(d, np.int64, len(d))) for d in (t.args, t.flows_out, t.flows_in, t.stacks)]
+            for t in tl.tracks}
     for w in plan_:
         out = _empty_like(tl)
         flows: list[tuple[Track, set[int], set[int]]] = []
@@ -112,8 +114,8 @@ def windows(tl: Timeline, plan_: list[Window]) -> Iterator[tuple[Window, Timelin
             x = _bare(t)
             if t.kind == "slice":
                 x.ts, x.dur, x.names = t.ts[a:b], t.dur[a:b], t.names[a:b]
-                args_k, out_k, in_k = keys[id(t)]
-                x.args = _subdict(t.args, args_k, a, b)
+                args_k, out_k, in_k, stacks_k = keys[id(t)]
+                x.args, x.stacks = _subdict(t.args, args_k, a, b), _subdict(t.stacks, stacks_k, a, b)
                 x.flows_out, x.flows_in = _subdict(t.flows_out, out_k, a, b), _subdict(t.flows_in, in_k, a, b)
                 flows.append((x, {f for v in x.flows_out.values() for f in v}, {f for v in x.flows_in.values()
                                                                                   for f in v}))
@@ -193,8 +195,9 @@ def _keep_threshold(dur: np.ndarray, n: int) -> int:
 
 def _take(t: Track, x: Track, idx: np.ndarray) -> None:
     x.ts, x.dur, x.names = (_col(c, np.asarray(c)[idx]) for c in (t.ts, t.dur, t.names))
-    where = {int(i): k for k, i in enumerate(idx.tolist()) if int(i) in t.args}
-    x.args = {k: t.args[i] for i, k in where.items()}
+    kept = list(enumerate(idx.tolist()))
+    x.args = {k: t.args[i] for k, i in kept if i in t.args}
+    x.stacks = {k: t.stacks[i] for k, i in kept if i in t.stacks}
 
 
 def _counter_maxima(ts: np.ndarray, values: np.ndarray, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

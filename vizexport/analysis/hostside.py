@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..records import Profile
-from ..timeline import ARG_EXEC, ARG_METADATA, ARG_TB, Role, Timeline, Track
+from ..timeline import ARG_EXEC, ARG_LAUNCH_LATENCY, ARG_METADATA, ARG_TB, Role, Timeline, Track
 from .kernels import device_tracks
 
 EXEC = "exec"  # records.Point kind of a host-side launch
@@ -67,15 +67,13 @@ def _launches(tl: Timeline) -> Iterator[tuple[Track, int, dict]]:
                 yield t, i, a
 
 
-def latency(tl: Timeline, execs: dict[tuple[str, Any], int]) -> list[Latency]:
-    """Per device track name, for launches whose exec event the profile has (JIT graph entries have none: the
-    batch is launched once for all of them)."""
+def latency(tl: Timeline) -> list[Latency]:
+    """Per device track name, the launch latency of each launch the reader linked to its host launch (its exec
+    event; a JIT graph entry's is its batch's unless it has its own): the trace's `launch latency` argument."""
     per: dict[str, list[tuple[int, int]]] = defaultdict(list)
     for t, i, a in _launches(tl):
-        key = a.get(ARG_EXEC)
-        launched = execs.get((t.name, key)) if key is not None and _hashable(key) else None
-        if launched is not None:
-            per[t.name].append((t.ts[i], t.ts[i] - launched))
+        if ARG_LAUNCH_LATENCY in a:
+            per[t.name].append((t.ts[i], a[ARG_LAUNCH_LATENCY]))
     out = []
     for device, rows in per.items():
         lat = np.array([d for _, d in sorted(rows)], np.int64)

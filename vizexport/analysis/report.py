@@ -115,7 +115,7 @@ def build_report(tl: Timeline, prof: Profile | None = None, uops: Mapping[str, S
                   {d.device: dict(d.props) for d in (prof.devices if prof else ()) if d.props})
     return Report(tl.title, t1 - t0, sum(r.count for r in runs), sum(r.total_ns for r in runs),
                   device_use(runs, t0, t1), copy_overlap(runs, root_of), category_use(runs), kernels[:top],
-                  histograms(runs), latency(tl, execs), batches(tl), call_sites(tl, execs), tensor_calls(tl), peaks,
+                  histograms(runs), latency(tl), batches(tl), call_sites(tl, execs), tensor_calls(tl), peaks,
                   achieved(kernels, peaks))
 
 

@@ -1,7 +1,9 @@
 """Timeline → Chrome trace JSON (the legacy format ui.perfetto.dev and chrome://tracing open), streamed.
 
 Root tracks become processes and every slice track (lane) a thread, both with sort indices in timeline order; slices
-are `X` events, instants `i`, counters `C` (named so the trace processor calls the track `<name>`), flows `s`/`f`.
+are `X` events, instants `i`, counters `C` (named so the trace processor calls the track `<name>`), flows `s`/`f`
+(category and name: the flow's kind, `dep` or `launch`). A slice's Python callstack is its `sf`, a node of the
+top-level `stackFrames` tree (one node per frame and caller); the trace's metadata is the top-level `metadata`.
 Timestamps are µs with three decimals, i.e. exact ns. A `Layout` decides processes, threads and what each slice
 carries beyond its name and times; `Layout` itself is vizexport's own, `kineto.KinetoLayout` the PyTorch profiler's.
 """
@@ -12,7 +14,7 @@ from collections.abc import Iterator
 from typing import TextIO
 
 from ..output import Progress
-from ..timeline import Timeline, Track
+from ..timeline import FLOW_DEP, Timeline, Track
 
 
 def _us(ns: int) -> str:
@@ -60,6 +62,7 @@ def _events(tl: Timeline, layout: Layout, progress: Progress | None = None) -> I
     dumps = json.dumps
     tracks = tl.walk()
     root_of: dict[int, Track] = {}
+    leaves = stack_frames(tl)[1] if tl.stacks else []
     done, total = 0, tl.n_events()
     for order, t in enumerate(tracks):
         if progress is not None and len(t):
@@ -81,7 +84,7 @@ def _events(tl: Timeline, layout: Layout, progress: Progress | None = None) -> I
             continue
         tid = layout.tid(t)
         yield from map(dumps, layout.thread(t, pid, tid, order))
-        yield from _slices(tl, t, pid, tid, layout if layout.decorates else None)
+        yield from _slices(tl, t, pid, tid, layout if layout.decorates else None, leaves)
 
 
 def _counter_name(tl: Timeline, t: Track) -> tuple[str, str]:
@@ -92,8 +95,9 @@ def _counter_name(tl: Timeline, t: Track) -> tuple[str, str]:
     return json.dumps(name), json.dumps(key)
 
 
-def _slices(tl: Timeline, t: Track, pid: int, tid: int, layout: Layout | None) -> Iterator[str]:
-    dumps, strings = json.dumps, tl.strings
+def _slices(tl: Timeline, t: Track, pid: int, tid: int, layout: Layout | None, leaves: list[int]
+            ) -> Iterator[str]:
+    dumps, strings, kinds = json.dumps, tl.strings, tl.flow_kinds
     head = f'"pid":{pid},"tid":{tid}'
     for i in range(len(t)):
         ts, d = _us(t.ts[i]), t.dur[i]
@@ -104,14 +108,37 @@ def _slices(tl: Timeline, t: Track, pid: int, tid: int, layout: Layout | None) -
             c, text, a = layout.slice(t, i, strings[t.names[i]])
             name, cat = dumps(text), f'"cat":{dumps(c)},' if c else ""
             args = f',"args":{dumps(a, default=str)}' if a else ""
+        if i in t.stacks:
+            args += f',"sf":{leaves[t.stacks[i]]}'
         if d < 0:
             yield f'{{"ph":"i","s":"t",{cat}{head},"name":{name},"ts":{ts}{args}}}'
         else:
             yield f'{{"ph":"X",{cat}{head},"name":{name},"ts":{ts},"dur":{_us(d)}{args}}}'
         for f in t.flows_out.get(i, ()):
-            yield f'{{"ph":"s","cat":"dep","id":{f},{head},"name":"dep","ts":{ts}}}'
+            k = kinds.get(f, FLOW_DEP)
+            yield f'{{"ph":"s","cat":"{k}","id":{f},{head},"name":"{k}","ts":{ts}}}'
         for f in t.flows_in.get(i, ()):
-            yield f'{{"ph":"f","bp":"e","cat":"dep","id":{f},{head},"name":"dep","ts":{ts}}}'
+            k = kinds.get(f, FLOW_DEP)
+            yield f'{{"ph":"f","bp":"e","cat":"{k}","id":{f},{head},"name":"{k}","ts":{ts}}}'
+
+
+def stack_frames(tl: Timeline) -> tuple[dict[str, dict], list[int]]:
+    """The `stackFrames` tree of every callstack (a node per frame and caller chain) and each stack's leaf node."""
+    nodes: dict[tuple, int] = {}
+    frames: dict[str, dict] = {}
+    leaves = []
+    for stack in tl.stacks:
+        parent: int | None = None
+        for f in stack:
+            key = (parent, f)
+            node = nodes.get(key)
+            if node is None:
+                node = nodes[key] = len(nodes) + 1
+                frames[str(node)] = {"name": f.label(), "category": f.file,
+                                     **({"parent": str(parent)} if parent is not None else {})}
+            parent = node
+        leaves.append(parent or 0)
+    return frames, leaves
 
 
 def write(tl: Timeline, out: TextIO, progress: Progress | None = None, layout: Layout | None = None) -> None:
@@ -124,4 +151,10 @@ def write(tl: Timeline, out: TextIO, progress: Progress | None = None, layout: L
     for e in _events(tl, layout, progress):
         out.write(e if first else ",\n" + e)
         first = False
-    out.write('\n],"displayTimeUnit":"ns"}\n')
+    out.write('\n],"displayTimeUnit":"ns"')
+    if tl.stacks:
+        out.write(',"stackFrames":' + json.dumps(stack_frames(tl)[0]))
+    meta = tl.trace_metadata()
+    if meta:
+        out.write(',"metadata":' + json.dumps(meta))
+    out.write('}\n')

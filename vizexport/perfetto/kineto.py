@@ -8,8 +8,8 @@ tracks (TINY, USER, GC) and the markers are threads of one CPU process. Kernels 
 compute by that prefix), JIT graph batches `gpu_user_annotation` (no `stream` arg, so they are not counted as
 kernels twice), host spans `cpu_op`. Device slices carry `device`, `stream` and a `correlation` id unique per
 launch; host spans an `External id`. Metadata: `schemaVersion`, `deviceProperties` (id, tinygrad device name and
-the properties the profile recorded), `distributedInfo` (rank 0 of 1). SQTT tracks are left out: Kineto has no such
-events (the Perfetto trace has them).
+the properties the profile recorded), `distributedInfo` (rank 0 of 1). SQTT, PMA and buffer-lifetime tracks are left
+out: Kineto has no such events (the Perfetto trace has them).
 """
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ GPU_SORT_BASE = 16_777_216  # Kineto sorts GPU processes after the host by this 
 HOST_MEMORY = frozenset(("TINY", "CPU", "PYTHON", "DISK", "NPY"))  # devices whose buffers live in host memory
 _COPY_NAME = re.compile(r"^(\S+) -> (\S+)$")  # tinygrad names a copy "<src> -> <dst>"
 DEVICE_ROLES = (Role.QUEUE, Role.COPY)
+LEFT_OUT = (Role.SQTT, Role.PMA, Role.BUFFERS)  # Kineto has no such rows: the .pftrace has them
 
 
 def memcpy_name(name: str) -> str:
@@ -65,7 +66,7 @@ class KinetoLayout(Layout):
                 "traceName": self.tl.title}
 
     def keep(self, t: Track) -> bool:
-        return t.role != Role.SQTT
+        return t.role not in LEFT_OUT
 
     def pid(self, root: Track) -> int:
         return self.gpus.get(root.uuid, HOST_PID)

@@ -1,14 +1,19 @@
 """Timeline → Perfetto TrackEvent protobuf (.pftrace), encoded directly for speed.
 
-Layout (peers-and-perfetto.md §1): sequence 1 carries every TrackDescriptor (explicit child ordering); each track with
-events gets its own packet sequence whose defaults name the track and an incremental clock (id 64, anchored to
-BOOTTIME by a ClockSnapshot), so an event costs a few bytes: a timestamp delta, an interned name, flags.
+Layout (peers-and-perfetto.md §1): sequence 1 carries the trace's metadata (trace_uuid, the trace name as the session
+name, release and devices as metadata entries) and every TrackDescriptor, all under one top track named after the
+trace (the Perfetto UI orders top-level tracks by name, but the children of a track with explicit child ordering by
+rank: so host tracks come first); each track with events gets its own packet sequence whose defaults name the track,
+so an event costs a few bytes: a timestamp, an interned name, flags. Timestamps are absolute ns on the default
+(BOOTTIME) clock: an incremental clock would need a ClockSnapshot per sequence, which the UI draws as a
+"Clock Snapshots" track of arrows.
 Interned event names, annotation names and repeated string values are defined on the packet that first uses them.
 Packets are grouped into `compressed_packets` (deflate) unless compression is off. perfetto_trace_pb2 (the official
 schema) is the reference: the tests parse every output with it.
 """
 from __future__ import annotations
 
+import hashlib
 import struct
 import zlib
 from array import array
@@ -20,7 +25,7 @@ import numpy as np
 
 from ..forks import forked_map
 from ..output import Progress
-from ..timeline import Timeline, Track, slice_events
+from ..timeline import META_NAME, Timeline, Track, slice_events
 
 _BYTES = [bytes((i,)) for i in range(128)]  # one-byte varints: most ids and lengths
 WIRE_VARINT, WIRE_FIXED64, WIRE_LEN = 0, 1, 2
@@ -34,6 +39,7 @@ class Trace:
 
 class TracePacket:
     CLOCK_SNAPSHOT, TIMESTAMP, TRUSTED_PACKET_SEQUENCE_ID, TRACK_EVENT, INTERNED_DATA = 6, 8, 10, 11, 12
+    CHROME_EVENTS, TRACE_CONFIG, TRACE_UUID = 5, 33, 89
     SEQUENCE_FLAGS, COMPRESSED_PACKETS, TIMESTAMP_CLOCK_ID, TRACE_PACKET_DEFAULTS, TRACK_DESCRIPTOR = 13, 50, 58, 59, 60
     SEQ_INCREMENTAL_STATE_CLEARED, SEQ_NEEDS_INCREMENTAL_STATE = 1, 2  # SequenceFlags
 
@@ -46,7 +52,23 @@ class TrackEventDefaults:
     TRACK_UUID = 11
 
 
-class ClockSnapshot:
+class TraceUuid:
+    MSB, LSB = 1, 2
+
+
+class TraceConfig:
+    UNIQUE_SESSION_NAME = 22
+
+
+class ChromeEventBundle:
+    METADATA = 2
+
+
+class ChromeMetadata:
+    NAME, STRING_VALUE = 1, 2
+
+
+class ClockSnapshot:  # not written (see above); kept named for readers of older outputs
     CLOCKS = 1
 
 
@@ -83,7 +105,6 @@ class DebugAnnotation:
 
 
 CLOCK_BOOTTIME = 6  # BuiltinClocks.BOOTTIME
-CLOCK_INCREMENTAL = 64  # our own clock: ids from 64 up are the trace's to define
 SEQ_NEEDS = TracePacket.SEQ_NEEDS_INCREMENTAL_STATE
 PACKET_TAG = bytes((Trace.PACKET << 3 | WIRE_LEN,))
 TIMESTAMP_TAG = bytes((TracePacket.TIMESTAMP << 3 | WIRE_VARINT,))
@@ -123,11 +144,12 @@ def sfield(num: int, s: str) -> bytes:
     return field(num, s.encode())
 
 
-def descriptor(t: Track, has_children: bool) -> bytes:
+def descriptor(t: Track, has_children: bool, top: int = 0) -> bytes:
+    """A track's TrackDescriptor packet; a root track goes under `top` (the trace's top track), if given."""
     TD, CD = TrackDescriptor, CounterDescriptor
     d = vfield(TD.UUID, t.uuid) + sfield(TD.NAME, t.name)
-    if t.parent:
-        d += vfield(TD.PARENT_UUID, t.parent)
+    if t.parent or top:
+        d += vfield(TD.PARENT_UUID, t.parent or top)
     if t.description:
         d += sfield(TD.DESCRIPTION, t.description)
     if t.kind == "counter":
@@ -141,15 +163,55 @@ def descriptor(t: Track, has_children: bool) -> bytes:
     return field(Trace.PACKET, field(TracePacket.TRACK_DESCRIPTOR, d) + sequence)
 
 
+def trace_name(tl: Timeline) -> str:
+    return tl.metadata.get(META_NAME) or tl.title or "trace"
+
+
+def trace_uuid(tl: Timeline) -> int:
+    """A 128-bit id of the trace, the same for the same content (outputs are reproducible)."""
+    content = (trace_name(tl), sorted(tl.trace_metadata().items()), len(tl.tracks), tl.n_events())
+    h = hashlib.sha256(repr(content).encode())
+    return int.from_bytes(h.digest()[:16], "big")
+
+
+def metadata_packets(tl: Timeline) -> bytes:
+    """trace_uuid, the trace name as the session name and every metadata entry (the trace processor's `metadata`
+    table: `trace_uuid`, `unique_session_name`, `cr-<name>`)."""
+    TP, seq = TracePacket, vfield(TracePacket.TRUSTED_PACKET_SEQUENCE_ID, 1)
+    uuid = trace_uuid(tl)
+    out = field(Trace.PACKET, field(TP.TRACE_UUID, uuid_fields(uuid)) + seq)
+    out += field(Trace.PACKET, field(TP.TRACE_CONFIG, sfield(TraceConfig.UNIQUE_SESSION_NAME, trace_name(tl))) + seq)
+    meta = tl.trace_metadata()
+    if meta:
+        entries = b"".join(field(ChromeEventBundle.METADATA, sfield(ChromeMetadata.NAME, k) +
+                                 sfield(ChromeMetadata.STRING_VALUE, v)) for k, v in meta.items())
+        out += field(Trace.PACKET, field(TP.CHROME_EVENTS, entries) + seq)
+    return out
+
+
+def uuid_fields(uuid: int) -> bytes:
+    """TraceUuid{msb, lsb} of a 128-bit id (int64 fields, two's complement)."""
+    msb, lsb = uuid >> 64, uuid & ((1 << 64) - 1)
+    return vfield(TraceUuid.MSB, msb) + vfield(TraceUuid.LSB, lsb)
+
+
+def top_track(tl: Timeline) -> tuple[int, bytes]:
+    """The trace's top track: its uuid and descriptor (named after the trace, children in explicit order)."""
+    TD = TrackDescriptor
+    uuid = max((t.uuid for t in tl.tracks), default=0) + 1
+    d = vfield(TD.UUID, uuid) + sfield(TD.NAME, trace_name(tl)) + vfield(TD.CHILD_ORDERING, TD.EXPLICIT)
+    return uuid, field(Trace.PACKET, field(TracePacket.TRACK_DESCRIPTOR, d) +
+                       vfield(TracePacket.TRUSTED_PACKET_SEQUENCE_ID, 1))
+
+
 class _Sequence:
     """Encoder state of one packet sequence: incremental clock and interning tables."""
 
     def __init__(self, seq_id: int, track: Track, strings: list[str], start: int = 0) -> None:
         self.seq = vfield(TracePacket.TRUSTED_PACKET_SEQUENCE_ID, seq_id)
-        # every packet after the header relies on its defaults (clock, track), so each says so (trace_packet.proto)
+        # every packet after the header relies on its defaults (track), so each says so (trace_packet.proto)
         self.needs = self.seq + vfield(TracePacket.SEQUENCE_FLAGS, SEQ_NEEDS)
         self.track, self.strings = track, strings
-        self.last_ts = track.ts[start] if len(track) > start else 0
         self.names: dict[int, int] = {}  # Timeline string id → event name iid
         self.arg_names: dict[str, int] = {}
         self.values: dict[str, int] = {}
@@ -157,15 +219,11 @@ class _Sequence:
         self.entries: dict[tuple, bytes] = {}  # (field, name, type, value) → an encoded scalar annotation
 
     def header(self) -> bytes:
-        """The sequence's first packet: its clock (incremental, anchored to BOOTTIME) and default track."""
-        TP, C, ts = TracePacket, Clock, self.last_ts
-        clocks = field(ClockSnapshot.CLOCKS, vfield(C.CLOCK_ID, CLOCK_BOOTTIME) + vfield(C.TIMESTAMP, ts)) + \
-            field(ClockSnapshot.CLOCKS, vfield(C.CLOCK_ID, CLOCK_INCREMENTAL) + vfield(C.TIMESTAMP, ts) +
-                  vfield(C.IS_INCREMENTAL, 1))
-        defaults = vfield(TracePacketDefaults.TIMESTAMP_CLOCK_ID, CLOCK_INCREMENTAL) + \
+        """The sequence's first packet: its defaults (clock and track) and a cleared incremental state."""
+        TP = TracePacket
+        defaults = vfield(TracePacketDefaults.TIMESTAMP_CLOCK_ID, CLOCK_BOOTTIME) + \
             field(TracePacketDefaults.TRACK_EVENT_DEFAULTS, vfield(TrackEventDefaults.TRACK_UUID, self.track.uuid))
-        pkt = vfield(TP.TIMESTAMP, ts) + vfield(TP.TIMESTAMP_CLOCK_ID, CLOCK_BOOTTIME) + \
-            field(TP.CLOCK_SNAPSHOT, clocks) + field(TP.TRACE_PACKET_DEFAULTS, defaults) + self.seq + \
+        pkt = field(TP.TRACE_PACKET_DEFAULTS, defaults) + self.seq + \
             vfield(TP.SEQUENCE_FLAGS, TP.SEQ_INCREMENTAL_STATE_CLEARED | SEQ_NEEDS)
         return field(Trace.PACKET, pkt)
 
@@ -280,10 +338,9 @@ def _put_varints(out: np.ndarray, at: np.ndarray, v: np.ndarray, sizes: np.ndarr
 
 
 def _packets(seq: _Sequence, time: np.ndarray, tail_ids: np.ndarray, tails: list[bytes]) -> tuple[bytes, np.ndarray]:
-    """Frame packet k as Trace.packet{timestamp: time[k] - time[k-1], then tails[tail_ids[k]]}; returns the bytes
-    and where each packet ends."""
-    delta = np.diff(time, prepend=seq.last_ts)
-    seq.last_ts = int(time[-1]) if len(time) else seq.last_ts
+    """Frame packet k as Trace.packet{timestamp: time[k], then tails[tail_ids[k]]}; returns the bytes and where each
+    packet ends."""
+    delta = np.maximum(time, 0)  # uint64 on the wire: the host clock never goes below 0
     sizes = np.array([len(x) for x in tails], np.int64)
     tail_size = sizes[tail_ids]
     delta_size = _varint_sizes(delta)
@@ -380,7 +437,8 @@ def write(tl: Timeline, out: BinaryIO, compress: bool = True, jobs: int | None =
     """
     tracks = tl.walk()
     parents = {t.parent for t in tracks}
-    described = [descriptor(t, t.uuid in parents) for t in tracks]
+    top, top_desc = top_track(tl)
+    described = [metadata_packets(tl), top_desc, *(descriptor(t, t.uuid in parents, top) for t in tracks)]
     head = _framed(b"".join(described), np.cumsum([len(d) for d in described]), compress)
     out.write(head)
     written = len(head)
@@ -396,4 +454,10 @@ def write(tl: Timeline, out: BinaryIO, compress: bool = True, jobs: int | None =
         done += b - a
         if progress is not None:
             progress(done, total)
+    from .callstacks import samples  # it builds on this module's encoders
+    packets = samples(tl, 2 + len(work))  # sequences after the tracks' ones
+    if packets:
+        data = _framed(b"".join(packets), np.cumsum([len(x) for x in packets]), compress)
+        out.write(data)
+        written += len(data)
     return written

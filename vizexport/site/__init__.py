@@ -31,6 +31,7 @@ from ..summary import ProfileSummary, ReleaseInfo
 from ..timeline import ARG_PROGRAM, Timeline
 from ..units import bytes_text, duration_text
 from ..windows import WINDOW_EVENTS
+from .cfg import cfg_svg
 from .code import code_css, highlight_c
 from .packs import PackInfo, write_packs
 
@@ -78,7 +79,7 @@ def _args(args: dict) -> str:
 
 def _env() -> jinja2.Environment:
     env = environment(jinja2.PackageLoader("vizexport.site", "templates"))  # the report's templates too
-    env.filters.update(duration=duration_text, bytes=bytes_text, args=_args, json=_script_json)
+    env.filters.update(duration=duration_text, bytes=bytes_text, args=_args, json=_script_json, cfg_svg=cfg_svg)
     return env
 
 

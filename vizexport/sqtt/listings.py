@@ -1,12 +1,16 @@
-"""Disassembly of the AMD programs a profile holds (their code objects), with llvm-objdump when one knows the target."""
+"""Disassembly of the AMD programs a profile holds (their code objects), with llvm-objdump when one knows the target,
+and each program's control-flow graph (cfg.py) with the cycles its SQTT-traced launches spent per block."""
 from __future__ import annotations
 
 from ..records import Listing, Profile
+from .cfg import control_flow, pc_cycles
 from .code import disassemble, read_code_object, target_name
+from .launches import Launch
 
 
-def program_listings(prof: Profile) -> list[Listing]:
-    """One listing per program on an AMD device that can be disassembled here ([] without llvm-objdump)."""
+def program_listings(prof: Profile, launches: list[Launch] | None = None) -> list[Listing]:
+    """One listing per program on an AMD device that can be disassembled here ([] without llvm-objdump).
+    `launches`: the profile's decoded SQTT launches, whose traced waves give the cycles per block."""
     targets = {d.device: (d.props or {}).get("gfx_target_version") for d in prof.devices}
     out = []
     for p in prof.programs:
@@ -17,5 +21,7 @@ def program_listings(prof: Profile) -> list[Listing]:
         insts = None if co.error else disassemble(co, target_name(version))
         if insts:
             lines = [f"{addr:#014x}  {i.text}" for addr, i in sorted(insts.items())]
-            out.append(Listing(p.device, p.name, p.profile_key, lines))
+            mine = [la for la in launches or () if la.program is p and la.blobs]
+            cfg = control_flow(insts, pc_cycles(mine) if mine else None)
+            out.append(Listing(p.device, p.name, p.profile_key, lines, cfg))
     return out

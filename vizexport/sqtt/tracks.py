@@ -6,8 +6,8 @@ the SIMD's own row) and holds one slice track per hardware wave slot (`slot <n>`
 overlap). Every wave is one slice named `wave` (`wave (traced)` on the instruction-traced unit); every issue of a
 traced wave is a slice nested in it, named by mnemonic when the PC walk placed it, else by its SQTT category, lasting
 until the wave's next issue (or its end): `cycles` is that interval, the issue-to-issue time that shows stalls. SEs
-with clock markers get a `SE<n> shader clock` counter (MHz). How cycles became ns is said in the launch group's
-description (clock.py).
+with clock markers get a `SE<n> shader clock` counter (MHz), and the launch a `Shader Clock` counter (Hz, tinygrad's
+name) from its instruction-traced SE. How cycles became ns is said in the launch group's description (clock.py).
 """
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ from ..timeline import Role, Timeline, Track
 from .clock import LaunchClock, clock_points, launch_clocks
 from .launches import Launch, load_launches
 from .waves import BlobTrace, Wave
+
+MHZ = 1_000_000  # Hz per MHz
 
 
 def add_sqtt_tracks(tl: Timeline, parent: Track, prof: Profile, launches: list[Launch] | None = None) -> list[Track]:
@@ -31,9 +33,30 @@ def add_sqtt_tracks(tl: Timeline, parent: Track, prof: Profile, launches: list[L
 
 def _launch(tl: Timeline, parent: Track, la: Launch, clock: LaunchClock) -> Track:
     group = tl.add_track(f"SQTT {la.name} n{la.run}", parent, "group", Role.SQTT, description=_describe(la, clock))
+    _shader_clock(tl, group, la, clock)
     for i, bt in enumerate(la.blobs):
         _se(tl, group, bt, i, clock, la.arch)
     return group
+
+
+def _shader_clock(tl: Timeline, group: Track, la: Launch, clock: LaunchClock) -> None:
+    """The launch's `Shader Clock` (Hz, as tinygrad's viewer names and scales it): the clock the markers of the
+    instruction-traced SE show (else of the first SE with markers) over the launch's waves. None for an assumed
+    clock: there is nothing measured to show."""
+    if clock.mode == "assumed":
+        return
+    order = sorted(range(len(la.blobs)), key=lambda i: (not la.blobs[i].itrace, i))
+    for i in order:
+        bt = la.blobs[i]
+        if bt.waves and bt.markers:
+            lo, hi = min(w.start for w in bt.waves), max(w.end or bt.last_time for w in bt.waves)
+            pts = clock_points(clock, i, lo, hi)
+            if pts:
+                c = tl.add_track("Shader Clock", group, "counter", Role.SQTT, unit="Hz",
+                                 description=f"from SE{bt.se}'s clock markers")
+                c.ts.extend(ts for ts, _ in pts)
+                c.values.extend(mhz * MHZ for _, mhz in pts)
+                return
 
 
 def _describe(la: Launch, clock: LaunchClock) -> str:

@@ -1,7 +1,9 @@
 """records.Profile (+ optional RewriteLog) → Timeline: the track layout users and scripts rely on.
 
 Roots, in order: host tracks (TINY, USER, GC), devices in natural order (NULL, NULL:1, AMD, AMD:1, …), Markers.
-Under a device root: its own queue track, `<root> Graph`, engines (`<root>:SDMA:0`, …), then `<device> Memory`.
+Under TINY: its spans, then `Launches` (the exec events, each with flows to the device work it started).
+Under a device root: its own queue track, `<root> Graph`, engines (`<root>:SDMA:0`, …), then `<device> Memory` and
+`<device> Buffers` (a slice per buffer lifetime, on as many lanes as overlaps need), SQTT launches, PMA captures.
 """
 from __future__ import annotations
 
@@ -9,26 +11,32 @@ import bisect
 from collections import defaultdict
 from itertools import compress
 from operator import attrgetter
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..devices import HOST, device_root, is_copy, is_copy_engine, natural
+from ..pma import add_pma_tracks
 from ..records import Alloc, Exec, Marker, Profile, RewriteLog, Span
 from ..sqtt import Launch, add_sqtt_tracks, load_launches, pmc_span_args
 from ..timeline import (
     ARG_BYTES,
-    ARG_EXEC,
     ARG_GBS,
     ARG_METADATA,
     ARG_PROGRAM,
     ARG_TB,
+    META_NAME,
+    META_RELEASE,
+    Frame,
     Role,
     Timeline,
     Track,
     slice_events,
 )
+from .buffers import lifetimes
 from .estimates import Estimates
+from .launches import LAUNCHES, add_launches, exec_args, link_launches
 
 
 def _span_column(spans: np.ndarray, field: str, missing: np.ndarray | None = None) -> np.ndarray:
@@ -82,8 +90,9 @@ class _Builder:
     def __init__(self, prof: Profile, rewrites: RewriteLog | None, launches: list[Launch]) -> None:
         self.p, self.tl, self.launches = prof, Timeline(prof.path), launches
         self.est = Estimates(rewrites) if rewrites is not None else None
-        self.placed: dict[int, tuple[Track, int]] = {}  # span index → (track, event index)
-        self.next_flow = 1
+        self.placed: dict[int, tuple[Track, int]] = {}  # device span index → (track, event index)
+        self.batches: dict[int, tuple[Track, int]] = {}  # graph batch index → its `batched N` slice
+        self.links = link_launches(prof)
         self.pmc: dict[int, dict] = {}
         self._named: dict[tuple[str, str], tuple[list[int], list]] = {}  # (device, kernel) → its exec events
 
@@ -93,9 +102,11 @@ class _Builder:
         by_code = np.fromiter(map(codes.__getitem__, devices), np.int64, len(devices))
         spans_by_dev = {d: np.flatnonzero(by_code == c).tolist() for d, c in codes.items()}
         memory = self.p.memory()
+        self.lifetimes = lifetimes(self.p) if memory else {}
         mem_devs = sorted(memory, key=natural)
         graph_roots = {device_root(g.device) for g in self.p.graphs if g.entries}
         roots = {device_root(d) for d in spans_by_dev} | {device_root(d) for d in mem_devs}
+        roots |= {LAUNCHES} if self.links.spans else set()
         order = [r for r in HOST if r in roots] + sorted(roots - set(HOST), key=natural)
         execs = self._execs = self._execs_by_device()
         launches = self.launches  # AMD SQTT/PMC captures per kernel launch
@@ -105,6 +116,8 @@ class _Builder:
             devs = sorted((d for d in spans_by_dev if device_root(d) == root), key=natural)
             for d in (d for d in devs if d == root):
                 self._slices(group, d, spans_by_dev[d], execs.get(d))
+            if root == LAUNCHES and self.links.spans:
+                launches_track = self.tl.add_track("Launches", group, "slice", Role.LAUNCHES)
             if root in graph_roots:
                 self._graph_track(group, root)
             for d in (d for d in devs if d != root):
@@ -112,12 +125,17 @@ class _Builder:
             for d in mem_devs:
                 if device_root(d) == root:
                     self._memory(group, d, *memory[d])
+                    self._buffers(group, d)
             mine = [la for la in launches if device_root(la.device) == root]
             if mine:
                 add_sqtt_tracks(self.tl, group, self.p, mine)
+            if any(c.kind == "pma" and device_root(c.device) == root for c in self.p.captures):
+                add_pma_tracks(self.tl, group, self.p)
         self._flows()
+        self._metadata()
+        if self.links.spans:
+            add_launches(self.tl, launches_track, self.p, self.links, self.placed, self.batches, self.buffers)
         self._markers()
-        self.tl.device_props = {d.device: d.props for d in self.p.devices if d.props}  # the last event wins
         return self.tl
 
     # --- slices -------------------------------------------------------------------------------------------------
@@ -136,6 +154,7 @@ class _Builder:
         sub, idx = sub[order], np.array(idx)[order]
         lanes = np.zeros(len(sub), np.int8) if _nested(st, en) else np.array(_lanes(st.tolist(), en.tolist()))
         sids, args = self._names_args(sub, idx, dev, execs)
+        stacks = self._stacks(sub)
         dur = np.where(en > st, en - st, -1)
         n_lanes = int(lanes.max(initial=0)) + 1
         role = Role.HOST if dev in HOST else Role.COPY if is_copy_engine(dev) else Role.QUEUE
@@ -146,7 +165,9 @@ class _Builder:
             track.dur.frombytes(dur[at].tobytes())
             track.names.frombytes(sids[at].astype(f"i{track.names.itemsize}").tobytes())
             track.args = dict(compress(enumerate(args[at]), args[at]))
-            self.placed.update((int(idx[at][n]), (track, n)) for n in np.flatnonzero(graph[at] >= 0).tolist())
+            track.stacks = {n: k for n, k in enumerate(stacks[at].tolist()) if k >= 0}
+            if role is not Role.HOST:
+                self.placed.update((i, (track, n)) for n, i in enumerate(idx[at].tolist()))
 
     def _names_args(self, sub: np.ndarray, idx: np.ndarray, dev: str, execs: list | None
                     ) -> tuple[np.ndarray, np.ndarray]:
@@ -164,6 +185,19 @@ class _Builder:
             name, a = self._device_name_args(s, execs)
             sids[j], args[j] = intern(name), {**a, **self.pmc[i]} if i in self.pmc else a
         return sids, args
+
+    def _stacks(self, sub: np.ndarray) -> np.ndarray:
+        """Each span's callstack id (-1: none), from its Key's Python traceback (innermost frame first)."""
+        ids: dict[int, int] = {}
+        out = np.full(len(sub), -1, np.int64)
+        for j, s in enumerate(sub):
+            tb = s.key.tb
+            if tb:
+                k = ids.get(id(tb))
+                if k is None:
+                    k = ids[id(tb)] = self.tl.intern_stack(tuple(Frame(f, line, fn) for f, line, fn, _ in reversed(tb)))
+                out[j] = k
+        return out
 
     def _key_args(self, k: Any) -> tuple[str, dict]:
         args = {}
@@ -194,7 +228,7 @@ class _Builder:
             key, e = ex
             var_vals = e.var_vals
             if s.graph < 0:
-                args.update(self._exec_args(key, e))
+                args.update(exec_args(key, e, self.buffers))
         if ctx is not None:
             name = ctx.key.name
             if self.est.exec_by_name:  # 0.12: only an exec event of this kernel gives it variables
@@ -236,30 +270,17 @@ class _Builder:
         i = bisect.bisect_right(execs[0], st) - 1
         return (execs[1][i][1], execs[1][i][2]) if i >= 0 else None
 
-    def _exec_args(self, key: Any, e: Exec) -> dict:
-        bufs = []
-        for n, b in enumerate(e.bufs):
-            mode = "inout" if n in e.inputs and n in e.outputs else "out" if n in e.outputs else "in"
-            a = self.buffers.get(b)
-            bufs.append({"buf": b, "mode": mode, **({"bytes": a.nbytes, "dtype": a.dtype} if a else {})})
-        args: dict = {ARG_EXEC: key, "buffers": bufs}
-        if e.var_vals:
-            args["var_vals"] = dict(e.var_vals)
-        if e.metadata:
-            args[ARG_METADATA] = ", ".join(e.metadata)
-        return args
-
     # --- graph batches, flows, memory, markers --------------------------------------------------------------------
     def _graph_track(self, group: Track, root: str) -> None:
         spans = self.p.spans
         batches = []
-        for g in self.p.graphs:
+        for gi, g in enumerate(self.p.graphs):
             if g.entries and device_root(g.device) == root:
                 st = min(spans[i].st for i in g.entries)
                 en = max(spans[i].en or spans[i].st for i in g.entries)
-                batches.append((st, en, len(g.entries)))
+                batches.append((st, en, len(g.entries), gi))
         lanes: list[tuple[Track, list[int]]] = []
-        for st, en, n in sorted(batches, key=lambda b: (b[0], -b[1])):
+        for st, en, n, gi in sorted(batches, key=lambda b: (b[0], -b[1])):
             lane = next((lane for lane in lanes if lane[1][0] <= st), None)
             if lane is None:
                 lane = (self.tl.add_track(f"{root} Graph", group, "slice", Role.GRAPH), [0])
@@ -269,6 +290,7 @@ class _Builder:
             track.ts.append(st)
             track.dur.append(en - st if en > st else -1)
             track.names.append(self.tl.intern(f"batched {n}"))
+            self.batches[gi] = (track, len(track) - 1)
 
     def _flows(self) -> None:
         """Graph dependencies: a flow from each entry an entry waits for to that entry."""
@@ -277,16 +299,34 @@ class _Builder:
                 for d in deps if isinstance(deps, (list, tuple)) else (deps,):
                     if not (isinstance(d, int) and 0 <= d < len(g.entries) and i < len(g.entries)):
                         continue
-                    (src, si), (dst, di) = self.placed[g.entries[d]], self.placed[g.entries[i]]
-                    src.flows_out.setdefault(si, []).append(self.next_flow)
-                    dst.flows_in.setdefault(di, []).append(self.next_flow)
-                    self.next_flow += 1
+                    self.tl.flow(*self.placed[g.entries[d]], *self.placed[g.entries[i]])
 
     def _memory(self, group: Track, dev: str, ts: list[int], totals: list[int]) -> None:
         """Live buffer bytes over time (Profile.memory): its maximum is the device's peak."""
         track = self.tl.add_track(f"{dev} Memory", group, "counter", Role.MEMORY, unit="bytes")
         track.ts.extend(ts)
         track.values.extend(totals)
+
+    def _buffers(self, group: Track, dev: str) -> None:
+        """One slice per buffer lifetime (tinygrad/buffers.py), lanes as overlaps need."""
+        found = self.lifetimes.get(dev, [])
+        lanes = _lanes([lt.st for lt in found], [lt.en for lt in found])
+        tracks = [self.tl.add_track(f"{dev} Buffers", group, "slice", Role.BUFFERS) for _ in range(max(lanes) + 1)] \
+            if lanes else []
+        for lane, lt in zip(lanes, found, strict=True):
+            track = tracks[lane]
+            track.args[len(track)] = lt.args()
+            track.ts.append(lt.st)
+            track.dur.append(lt.en - lt.st)
+            track.names.append(self.tl.intern(lt.name()))
+
+    def _metadata(self) -> None:
+        """The trace's name, the tinygrad release that wrote the profile and each device's properties."""
+        p, meta = self.p, self.tl.metadata
+        meta[META_NAME] = f"tinygrad {p.release.name} {Path(p.path).name}"
+        meta[META_RELEASE] = f"{p.release.name} ({p.release.confidence}: {p.release.reason})"
+        self.tl.device_props = {d.device: d.props for d in sorted(p.devices, key=lambda d: natural(d.device))
+                                if d.props}  # the last event of a device wins
 
     def _markers(self) -> None:
         marks = sorted((pt for pt in self.p.points if pt.kind == "marker"), key=lambda pt: pt.ts)

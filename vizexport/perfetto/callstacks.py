@@ -1,0 +1,152 @@
+"""Python callstacks of slices as Perfetto callstack samples: one sample per slice with a callstack, at its start (to
+the µs: the samples' clock), on a thread named after the slice's root track (TINY, USER, GC) of one process named
+"Python".
+
+The callstacks are interned (function names, mappings = source files, frames, callstacks), so the Perfetto UI shows
+each sample's Python stack and aggregates any time range as a flame graph. Other ways were tried in the UI we check
+with (v52): TrackEvent's own callstack fields would attach a stack to the slice itself, but that trace processor
+does not know them and flags each as an error (`unknown_extension_fields`); PerfSample packets work but add a
+"Perf Counters › Cpu 0 cpu-clock" group above every other track. StreamingProfilePacket does neither.
+"""
+from __future__ import annotations
+
+from ..timeline import Frame, Timeline
+from .proto import CLOCK_BOOTTIME, SEQ_NEEDS, Trace, TracePacket, TracePacketDefaults, field, sfield, vfield
+
+PID = 1  # the process the host's Python threads are shown in (a profile records no pid)
+PROCESS_NAME = "Python"
+
+
+class TracePacketFields:
+    PROCESS_TREE, THREAD_DESCRIPTOR, STREAMING_PROFILE_PACKET = 2, 44, 54
+
+
+class ThreadDescriptorFields:  # ThreadDescriptor (the legacy one a sequence's samples rely on)
+    PID, TID, THREAD_NAME, REFERENCE_TIMESTAMP_US = 1, 2, 5, 6
+
+
+class StreamingProfilePacket:
+    CALLSTACK_IID, TIMESTAMP_DELTA_US = 1, 2
+
+
+class ProcessTree:
+    PROCESSES, THREADS = 1, 2
+
+
+class ProcessTreeProcess:  # ProcessTree.Process
+    PID, CMDLINE = 1, 3
+
+
+class ProcessTreeThread:  # ProcessTree.Thread
+    TID, NAME, TGID = 1, 2, 3
+
+
+class InternedStacks:  # InternedData fields of callstacks
+    FUNCTION_NAMES, FRAMES, CALLSTACKS, MAPPING_PATHS, MAPPINGS = 5, 6, 7, 17, 19
+
+
+class FrameFields:  # Frame
+    IID, FUNCTION_NAME_ID, MAPPING_ID = 1, 2, 3
+
+
+class CallstackFields:  # Callstack
+    IID, FRAME_IDS = 1, 2
+
+
+class MappingFields:  # Mapping
+    IID, PATH_STRING_IDS = 1, 7
+
+
+class InternedString:
+    IID, STR = 1, 2
+
+
+def threads(tl: Timeline) -> dict[str, int]:
+    """Thread id per root track with callstacks, in track order."""
+    out: dict[str, int] = {}
+    for t in tl.walk():
+        if t.stacks:
+            out.setdefault(tl.path(t)[0].name, len(out) + 1)
+    return out
+
+
+def process_tree(tl: Timeline, tids: dict[str, int]) -> bytes:
+    """Names the process and its threads."""
+    proc = field(ProcessTree.PROCESSES, vfield(ProcessTreeProcess.PID, PID) +
+                 sfield(ProcessTreeProcess.CMDLINE, PROCESS_NAME))
+    thr = b"".join(field(ProcessTree.THREADS, vfield(ProcessTreeThread.TID, tid) + sfield(ProcessTreeThread.NAME, n) +
+                         vfield(ProcessTreeThread.TGID, PID)) for n, tid in tids.items())
+    return field(Trace.PACKET, field(TracePacketFields.PROCESS_TREE, proc + thr) +
+                 vfield(TracePacket.TRUSTED_PACKET_SEQUENCE_ID, 1))
+
+
+class _Interner:
+    def __init__(self) -> None:
+        self.tables: dict[int, dict] = {}
+        self.new = bytearray()
+
+    def iid(self, table: int, key: object, payload) -> int:
+        """The iid of `key` in InternedData field `table`, defining it with payload(iid) on first use."""
+        ids = self.tables.setdefault(table, {})
+        i = ids.get(key)
+        if i is None:
+            i = ids[key] = len(ids) + 1
+            self.new += field(table, payload(i))
+        return i
+
+    def string(self, table: int, s: str) -> int:
+        return self.iid(table, s, lambda i: vfield(InternedString.IID, i) + sfield(InternedString.STR, s))
+
+    def frame(self, f: Frame) -> int:
+        name = self.string(InternedStacks.FUNCTION_NAMES, f.label())
+        path = self.string(InternedStacks.MAPPING_PATHS, f.file)
+        mapping = self.iid(InternedStacks.MAPPINGS, f.file, lambda i: vfield(MappingFields.IID, i) +
+                           vfield(MappingFields.PATH_STRING_IDS, path))
+        return self.iid(InternedStacks.FRAMES, f, lambda i: vfield(FrameFields.IID, i) +
+                        vfield(FrameFields.FUNCTION_NAME_ID, name) + vfield(FrameFields.MAPPING_ID, mapping))
+
+    def stack(self, sid: int, frames: tuple[Frame, ...]) -> int:
+        ids = [self.frame(f) for f in frames]
+        return self.iid(InternedStacks.CALLSTACKS, sid, lambda i: vfield(CallstackFields.IID, i) +
+                        b"".join(vfield(CallstackFields.FRAME_IDS, f) for f in ids))
+
+
+def samples(tl: Timeline, first_seq: int) -> list[bytes]:
+    """Packets naming the process and threads, then per thread a sequence: a ThreadDescriptor (which ties the
+    sequence's samples to the thread and sets the reference time), then one sample per slice with a callstack, in
+    time order, each defining the interned data it is the first to use."""
+    tids = threads(tl)
+    found = sorted((tids[tl.path(t)[0].name], t.ts[i], sid) for t in tl.walk() for i, sid in t.stacks.items())
+    if not found:
+        return []
+    out = [process_tree(tl, tids)]
+    for n, (name, tid) in enumerate(tids.items()):
+        mine = [(ts, sid) for t, ts, sid in found if t == tid]
+        out += _thread_samples(tl, first_seq + n, name, tid, mine)
+    return out
+
+
+def _thread_samples(tl: Timeline, seq_id: int, name: str, tid: int, found: list[tuple[int, int]]) -> list[bytes]:
+    seq = vfield(TracePacket.TRUSTED_PACKET_SEQUENCE_ID, seq_id)
+    needs = seq + vfield(TracePacket.SEQUENCE_FLAGS, SEQ_NEEDS)
+    last_us = max(found[0][0], 0) // 1000
+    TD = ThreadDescriptorFields
+    desc = vfield(TD.PID, PID) + vfield(TD.TID, tid) + sfield(TD.THREAD_NAME, name) + \
+        vfield(TD.REFERENCE_TIMESTAMP_US, last_us)
+    head = vfield(TracePacket.TIMESTAMP, last_us * 1000) + field(TracePacketFields.THREAD_DESCRIPTOR, desc) + \
+        field(TracePacket.TRACE_PACKET_DEFAULTS, vfield(TracePacketDefaults.TIMESTAMP_CLOCK_ID, CLOCK_BOOTTIME)) + \
+        seq + vfield(TracePacket.SEQUENCE_FLAGS, TracePacket.SEQ_INCREMENTAL_STATE_CLEARED | SEQ_NEEDS)
+    out = [field(Trace.PACKET, head)]
+    interned = _Interner()
+    for ts, sid in found:
+        us = max(ts, 0) // 1000  # the samples' clock counts µs
+        iid = interned.stack(sid, tl.stacks[sid])
+        sample = vfield(StreamingProfilePacket.CALLSTACK_IID, iid) + \
+            vfield(StreamingProfilePacket.TIMESTAMP_DELTA_US, us - last_us)
+        last_us = us
+        pkt = vfield(TracePacket.TIMESTAMP, us * 1000) + field(TracePacketFields.STREAMING_PROFILE_PACKET, sample)
+        if interned.new:
+            pkt += field(TracePacket.INTERNED_DATA, bytes(interned.new))
+            interned.new.clear()
+        out.append(field(Trace.PACKET, pkt + needs))
+    return out
