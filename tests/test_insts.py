@@ -1,0 +1,74 @@
+"""Per-instruction SQTT tables (issue #20) against tinygrad's own (`sqtt-insts`, computed by AMD's
+rocprof-trace-decoder; tests/data/sqtt_insts, written by tools/sqtt_insts_reference.py): every row of every traced wave.
+
+The Instruction column is compared by mnemonic: tinygrad prints its own disassembler's text (`s_waitcnt(64519)`,
+`s_load_b64(s[0:1], s[0:1])`), we print llvm-objdump's (`s_waitcnt vmcnt(0) lgkmcnt(0)`); the mnemonic is the text
+before tinygrad's `(` and llvm's first blank, the same in both, but for dual-issue VOPD: tinygrad's
+`VOPD(VOPDOp.V_DUAL_MOV_B32, VOPDOp.V_DUAL_FMAC_F32, ...)` is llvm's `v_dual_mov_b32 ... :: v_dual_fmac_f32 ...`, both
+`v_dual_mov_b32::v_dual_fmac_f32` here (26 rows on gfx1100 gemm).
+"""
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from vizexport import load_profile
+from vizexport.sqtt import load_launches
+from vizexport.sqtt.insts import inst_type, launch_tables
+
+from .conftest import FIXTURES
+
+REFERENCE = Path(__file__).parent / "data" / "sqtt_insts"
+# rows (instructions) per fixture: all of every reference wave's rows equal ours
+ROWS = {"gfx1100_profile_gemm_run_0": 1730, "gfx1100_profile_plus_run_0": 123, "gfx1100_profile_sync_run_0": 382,
+        "gfx1200_profile_gemm_run_0": 3248, "gfx1200_profile_handwritten_run_0": 404,
+        "gfx1200_profile_plus_run_0": 120, "gfx1200_profile_sync_run_0": 368}
+
+
+def _mnemonic(text: str) -> str:
+    if text.startswith("VOPD("):  # tinygrad's VOPD(VOPDOp.X, VOPDOp.Y, operands...)
+        return "::".join(op.strip().removeprefix("VOPDOp.").lower() for op in text[5:].split(",")[:2])
+    return "::".join(part.split("(", 1)[0].split()[0] for part in text.split("::"))
+
+
+def _ours(ref: Path) -> tuple[list[dict], list]:
+    arch, name = ref.name.split(".")[0].split("_", 1)
+    path = FIXTURES / "sqtt" / arch / f"{name}.pkl"
+    if not path.exists():
+        pytest.skip("fixture absent")
+    tables = [t for la in load_launches(load_profile(path)) for t in launch_tables(la)]
+    return json.loads(gzip.decompress(ref.read_bytes())), tables
+
+
+def _same_wave(md: dict, tables: list) -> list:
+    return [t for t in tables if (t.se, t.cu, t.simd, t.slot, t.cycles) ==
+            (md["SE"], md["CU"], md["SIMD"], md["Wave ID"], md["Total Cycles"])]
+
+
+@pytest.mark.parametrize("ref", sorted(REFERENCE.glob("gfx1*.json.gz")), ids=lambda p: p.name.split(".")[0])
+def test_tables_are_tinygrads(ref: Path):
+    """Each reference wave has exactly one table of ours whose rows equal it: PC, mnemonic, Hits, Cycles, Stall, Type
+    and every hit's N, Clk (the same clock: absolute values agree), Idle, Dur, Stall."""
+    refs, tables = _ours(ref)
+    assert len(tables) == len(refs)
+    agree = 0
+    for r in refs:
+        md = {m["label"]: m["value"] for m in r["metadata"][0]}
+        mine = [t for t in _same_wave(md, tables)
+                if [(x.pc, x.hits, x.runs) for x in t.rows] == [(x[0], x[2], [tuple(h) for h in x[6]["rows"]])
+                                                                for x in r["rows"]]]
+        assert len(mine) == 1, (r["ctx"], r["step"], md)
+        for x, row in zip(r["rows"], mine[0].rows, strict=True):
+            assert (x[0], _mnemonic(x[1]), x[2], x[3], x[4], x[5]) == \
+                (row.pc, _mnemonic(row.text), row.hits, row.cycles, row.stall, row.type), (r["step"], x, row)
+            agree += 1
+    assert agree == ROWS[ref.name.split(".")[0]]
+
+
+def test_categories_name_rocprofs():
+    assert [inst_type(c) for c in ("IMMEDIATE", "BARRIER", "BARRIER_SIGNAL", "JUMP_NO", "JUMP", "SALU_2", "SMEM_RD",
+                                   "VALUB_4", "WMMA_16", "SGMEM_WR_2", "VMEM_RD_1", "LDS_RD", "FLAT_WR_3")] == \
+        ["IMMED", "IMMED", "MESSAGE", "NEXT", "JUMP", "SALU", "SMEM", "VALU", "VALU", "VMEM", "VMEM", "LDS", "FLAT"]
