@@ -10,16 +10,22 @@ before tinygrad's `(` and llvm's first blank, the same in both, but for dual-iss
 from __future__ import annotations
 
 import gzip
+import html
 import json
+import re
 from pathlib import Path
 
 import pytest
 
 from vizexport import load_profile
 from vizexport.sqtt import load_launches
+from vizexport.sqtt.code import objdump_candidates
 from vizexport.sqtt.insts import inst_type, launch_tables
+from vizexport.sqtt.listings import program_listings
 
-from .conftest import FIXTURES
+from .conftest import FIXTURES, run_cli
+
+needs_objdump = pytest.mark.skipif(not objdump_candidates(), reason="needs llvm-objdump (our instruction text)")
 
 REFERENCE = Path(__file__).parent / "data" / "sqtt_insts"
 # rows (instructions) per fixture: all of every reference wave's rows equal ours
@@ -48,6 +54,7 @@ def _same_wave(md: dict, tables: list) -> list:
             (md["SE"], md["CU"], md["SIMD"], md["Wave ID"], md["Total Cycles"])]
 
 
+@needs_objdump
 @pytest.mark.parametrize("ref", sorted(REFERENCE.glob("gfx1*.json.gz")), ids=lambda p: p.name.split(".")[0])
 def test_tables_are_tinygrads(ref: Path):
     """Each reference wave has exactly one table of ours whose rows equal it: PC, mnemonic, Hits, Cycles, Stall, Type
@@ -72,3 +79,33 @@ def test_categories_name_rocprofs():
     assert [inst_type(c) for c in ("IMMEDIATE", "BARRIER", "BARRIER_SIGNAL", "JUMP_NO", "JUMP", "SALU_2", "SMEM_RD",
                                    "VALUB_4", "WMMA_16", "SGMEM_WR_2", "VMEM_RD_1", "LDS_RD", "FLAT_WR_3")] == \
         ["IMMED", "IMMED", "MESSAGE", "NEXT", "JUMP", "SALU", "SMEM", "VALU", "VALU", "VMEM", "VMEM", "LDS", "FLAT"]
+
+
+ROW = re.compile(r'<tr><td data-v="(\d+)">0x[0-9a-f]+</td><td><code>(.*?)</code></td>'
+                 r'<td data-v="(\d+)">\d+</td><td data-v="(\d+)">\d+</td><td data-v="(\d+)">\d+</td>'
+                 r'<td>(\w*)</td><td class="runs">(.*?)</td></tr>')
+
+
+@needs_objdump
+def test_kernel_page_shows_the_tables(tmp_path: Path):
+    """gfx1100's gemm kernel page: a collapsed table per traced wave (10: 5 slots x 2 launches), each row the
+    record's PC, text, hits, cycles, stall, type and runs (Clk from the wave's start); s_code_end padding left out."""
+    path = FIXTURES / "sqtt/gfx1100/profile_gemm_run_0.pkl"
+    if not path.exists():
+        pytest.skip("fixture absent")
+    out = tmp_path / "site"
+    assert run_cli(path, "-o", f"{out}/").returncode == 0
+    (page,) = (out / "kernel").glob("*r_32_32_16_2*.html")
+    text = page.read_text()
+    prof = load_profile(path)
+    (lst,) = [x for x in program_listings(prof, load_launches(prof)) if x.waves]
+    parts = text.split('<details class="wave-insts">')[1:]
+    assert len(parts) == len(lst.waves) == 10
+    for part, w in zip(parts, lst.waves, strict=True):
+        assert f"SE:{w.se} CU:{w.cu} SIMD:{w.simd} W:{w.slot}" in part and f"({w.cycles} cycles" in part
+        shown = [r for r in w.rows if r.hits or not r.text.startswith("s_code_end")]
+        rows = ROW.findall(part[:part.index("</table>")])
+        assert len(rows) == len(shown) and sum(r.hits for r in shown) == 59
+        for got, r in zip(rows, shown, strict=True):
+            runs = "<br>".join(f"{n}: {clk - w.start}, {idle}, {dur}, {stall}" for n, clk, idle, dur, stall in r.runs)
+            assert got == (str(r.pc), html.escape(r.text), str(r.hits), str(r.cycles), str(r.stall), r.type, runs)
