@@ -111,14 +111,44 @@ class ControlFlow:
 
 
 @dataclass(slots=True)
+class InstRow:
+    """One instruction of a program as one traced wave ran it: its totals and each execution ("hit") as
+    (n, clk, idle, dur, stall) in the wave's cycles. `pc` is the offset from the program's first instruction."""
+
+    pc: int
+    text: str
+    hits: int
+    cycles: int  # the sum of the hits' durations
+    stall: int
+    type: str  # the first hit's category (SALU, VALU, SMEM, VMEM, LDS, IMMED, JUMP, NEXT, MESSAGE, ...), "" if none
+    runs: list[tuple[int, int, int, int, int]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class WaveInsts:
+    """The per-instruction table of one instruction-traced wave of a kernel launch (tinygrad's `sqtt-insts`)."""
+
+    launch: str  # which launch of the program, e.g. "n2 (exec 5)"
+    se: int
+    cu: int
+    simd: int
+    slot: int
+    start: int  # the wave's first cycle (Clk values are on the same clock)
+    cycles: int  # start to end
+    rows: list[InstRow] = field(default_factory=list)
+
+
+@dataclass(slots=True)
 class Listing:
-    """A program's machine code as text (AMD GPU disassembly), one line per instruction, for writers to show."""
+    """A program's machine code as text (AMD GPU disassembly), one line per instruction, for writers to show, and the
+    per-instruction tables of the waves SQTT traced through it."""
 
     device: str
     name: str
     key: bytes | None  # the program's profile_key (0.14+)
     lines: list[str]
     cfg: ControlFlow | None = None
+    waves: list[WaveInsts] = field(default_factory=list)
 
 
 @dataclass(slots=True)

@@ -1,16 +1,18 @@
 """Disassembly of the AMD programs a profile holds (their code objects), with llvm-objdump when one knows the target,
-and each program's control-flow graph (cfg.py) with the cycles its SQTT-traced launches spent per block."""
+each program's control-flow graph (cfg.py) with the cycles its SQTT-traced launches spent per block, and the
+per-instruction table of every wave those launches traced (insts.py)."""
 from __future__ import annotations
 
 from ..records import Listing, Profile
 from .cfg import control_flow, pc_cycles
 from .code import disassemble, read_code_object, target_name
+from .insts import launch_tables
 from .launches import Launch
 
 
 def program_listings(prof: Profile, launches: list[Launch] | None = None) -> list[Listing]:
     """One listing per program on an AMD device that can be disassembled here ([] without llvm-objdump).
-    `launches`: the profile's decoded SQTT launches, whose traced waves give the cycles per block."""
+    `launches`: the profile's decoded SQTT launches, whose traced waves give the cycles per block and the tables."""
     targets = {d.device: (d.props or {}).get("gfx_target_version") for d in prof.devices}
     out = []
     for p in prof.programs:
@@ -23,5 +25,6 @@ def program_listings(prof: Profile, launches: list[Launch] | None = None) -> lis
             lines = [f"{addr:#014x}  {i.text}" for addr, i in sorted(insts.items())]
             mine = [la for la in launches or () if la.program is p and la.blobs]
             cfg = control_flow(insts, pc_cycles(mine) if mine else None)
-            out.append(Listing(p.device, p.name, p.profile_key, lines, cfg))
+            waves = [t for la in mine for t in launch_tables(la)]
+            out.append(Listing(p.device, p.name, p.profile_key, lines, cfg, waves))
     return out

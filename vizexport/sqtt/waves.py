@@ -39,6 +39,7 @@ class Wave:
     end: int | None = None  # None: no end in the stream (cut short)
     traced: bool = False  # on the instruction-traced unit of an itrace blob
     issues: list[Issue] = field(default_factory=list)
+    ready: list[int] = field(default_factory=list)  # WAVERDY times of a wave on the traced unit (RDNA)
 
 
 @dataclass
@@ -194,9 +195,19 @@ class _Rdna(_Walker):
     def on_waverdy(self, w: int, t: int) -> None:
         mask = (w >> 8) & 0xFFFF
         for slot in range(16):
-            if mask >> slot & 1 and self.last_event.get(slot) in BARRIERS:
+            if not mask >> slot & 1:
+                continue
+            if self.last_event.get(slot) in BARRIERS:
                 self.bt.waverdy += 1
                 self.viz_event(slot, "WAVERDY")
+            wave = self.unit_wave(slot)
+            if wave is not None:
+                wave.ready.append(t)
+
+    def unit_wave(self, slot: int) -> Wave | None:
+        """The running wave of this slot on the traced unit (before the first instruction names the SIMD: any)."""
+        simds = (self.simd,) if self.simd is not None else (0, 1, 2, 3)
+        return next((w for s in simds if (w := self.open.get((0, 0, s, slot))) is not None), None)
 
     def finish(self) -> None:
         simd = self.simd or 0
