@@ -405,8 +405,10 @@ def test_tracks(key: str):
 
 
 def check_group(tl: Timeline, g, la: Launch) -> None:
-    ses = tl.children(g)
+    ses = [t for t in tl.children(g) if t.name != "Shader Clock"]
     assert [t.name for t in ses] == [f"SE{b.se}" for b in la.blobs]
+    clocks = [t for t in tl.children(g) if t.name == "Shader Clock"]
+    assert all(t.kind == "counter" and t.unit == "Hz" and 0 < min(t.values) <= max(t.values) <= 10e9 for t in clocks)
     clock = "assumed" if la.arch == "cdna" else "markers"
     assert ("no clock markers" in g.description) == (clock == "assumed") or la.name == "E_32_4"
     span = la.span

@@ -20,6 +20,7 @@ from .launches import Launch, load_launches
 from .waves import BlobTrace, Wave
 
 MHZ = 1_000_000  # Hz per MHz
+MAX_MHZ = 10_000  # a shader clock beyond 10 GHz is a corrupt capture's markers, not a measurement
 
 
 def add_sqtt_tracks(tl: Timeline, parent: Track, prof: Profile, launches: list[Launch] | None = None) -> list[Track]:
@@ -50,7 +51,7 @@ def _shader_clock(tl: Timeline, group: Track, la: Launch, clock: LaunchClock) ->
         bt = la.blobs[i]
         if bt.waves and bt.markers:
             lo, hi = min(w.start for w in bt.waves), max(w.end or bt.last_time for w in bt.waves)
-            pts = clock_points(clock, i, lo, hi)
+            pts = [(ts, mhz) for ts, mhz in clock_points(clock, i, lo, hi) if 0 < mhz <= MAX_MHZ]
             if pts:
                 c = tl.add_track("Shader Clock", group, "counter", Role.SQTT, unit="Hz",
                                  description=f"from SE{bt.se}'s clock markers")
