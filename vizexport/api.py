@@ -20,7 +20,7 @@ from typing import Any
 from .analysis import KernelTable
 from .analysis import kernel_table as _kernel_table
 from .analysis.diff import Diff, diff_runs
-from .analysis.launches import program_uops
+from .analysis.programs import program_index
 from .analysis.report import Report, build_report
 from .analysis.stats import ALPHA, MIN_EFFECT
 from .errors import InputError
@@ -88,7 +88,7 @@ def report(prof: Profile, rewrites: RewriteLog | None = None, timeline: Timeline
     """Where the time went (analysis.report): busy and idle devices, categories, distributions, launch latency, JIT
     batches, call sites, achieved against the peaks given. `timeline` reuses one built from `prof`."""
     tl = build_timeline(prof, rewrites) if timeline is None else timeline
-    return build_report(tl, prof, program_uops(rewrites), peak_gflops, peak_gbs)
+    return build_report(tl, prof, program_index(rewrites), peak_gflops, peak_gbs)
 
 
 def diff(base: Profile, pr: Profile, base_rewrites: RewriteLog | None = None, pr_rewrites: RewriteLog | None = None,
@@ -97,7 +97,7 @@ def diff(base: Profile, pr: Profile, base_rewrites: RewriteLog | None = None, pr
     name and device, each with a noise-aware verdict (analysis.stats); the rewrites traces add estimates and
     categories. `base_timeline` reuses one built from `base`."""
     a = build_timeline(base, base_rewrites) if base_timeline is None else base_timeline
-    return diff_runs(a, build_timeline(pr, pr_rewrites), program_uops(base_rewrites), program_uops(pr_rewrites),
+    return diff_runs(a, build_timeline(pr, pr_rewrites), program_index(base_rewrites), program_index(pr_rewrites),
                      alpha, min_effect, (base.release.name, pr.release.name))
 
 
@@ -146,8 +146,8 @@ def build_site(outdir: Path | str, profile: Profile | None = None, rewrites: Rew
         listings = program_listings(profile, launches or decode_launches(profile))
         run = report(profile, rewrites, timeline, peak_gflops, peak_gbs)
         if baseline is not None:
-            change = diff_runs(build_timeline(baseline, baseline_rewrites), timeline, program_uops(baseline_rewrites),
-                               program_uops(rewrites), releases=(baseline.release.name, profile.release.name))
+            change = diff_runs(build_timeline(baseline, baseline_rewrites), timeline, program_index(baseline_rewrites),
+                               program_index(rewrites), releases=(baseline.release.name, profile.release.name))
     graphs = _graphs(rewrites) if rewrites is not None else None
     if graphs is not None and profile is None:  # the folder is the SVG export too
         render_steps(graphs, outdir, progress=progress, **render_options)

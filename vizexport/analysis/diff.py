@@ -4,7 +4,7 @@ and the stretches between markers."""
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import pairwise
 
@@ -13,6 +13,7 @@ import numpy as np
 from ..timeline import Role, Timeline
 from .intervals import clip, measure
 from .launches import Runs, columns, kernel_runs
+from .programs import ProgramIndex
 from .report import time_range
 from .stats import ALPHA, FASTER, METHOD, MIN_EFFECT, SLOWER, Change, compare
 
@@ -99,10 +100,10 @@ class Diff:
         return [k for k in self.kernels if k.verdict == SLOWER and k.ratio is not None and k.ratio - 1 > pct / 100]
 
 
-def diff_runs(base: Timeline, pr: Timeline, base_uops: Mapping[str, Sequence[str]] | None = None,
-              pr_uops: Mapping[str, Sequence[str]] | None = None, alpha: float = ALPHA,
+def diff_runs(base: Timeline, pr: Timeline, base_programs: ProgramIndex | None = None,
+              pr_programs: ProgramIndex | None = None, alpha: float = ALPHA,
               min_effect: float = MIN_EFFECT, releases: tuple[str, str] = ("", "")) -> Diff:
-    a, b = kernel_runs(base, base_uops), kernel_runs(pr, pr_uops)
+    a, b = kernel_runs(base, base_programs), kernel_runs(pr, pr_programs)
     kernels = [_change(x, y, alpha, min_effect) for x, y in match(a, b)]
     kernels.sort(key=lambda k: (not _significant(k), -abs(k.total_after_ns - k.total_before_ns), k.device, k.name))
     return Diff(_side(base, a, releases[0]), _side(pr, b, releases[1]), METHOD, alpha, min_effect,

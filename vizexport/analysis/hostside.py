@@ -11,7 +11,7 @@ import numpy as np
 
 from ..records import Profile
 from ..timeline import ARG_EXEC, ARG_LAUNCH_LATENCY, ARG_METADATA, ARG_TB, Role, Timeline, Track
-from .kernels import device_tracks
+from .launches import device_tracks
 
 EXEC = "exec"  # records.Point kind of a host-side launch
 MAX_SITES = 15

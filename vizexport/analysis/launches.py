@@ -1,16 +1,22 @@
-"""Every launch of every kernel and copy, as numpy columns per kernel: what the report's distributions and the diff's
-tests need (top_kernels keeps only a capped list of launch dicts)."""
+"""Every launch of every kernel and copy, grouped per kernel as numpy columns: the one grouping that `top`, the
+report, the diff and the site's kernel list share. A launch is a slice with a duration (as tinygrad's viewer draws
+them) on a device queue or copy-engine track, or on a `<device> Graph` track for `top` (a JIT batch)."""
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple, Protocol
 
 import numpy as np
 
-from ..records import RewriteLog
-from ..timeline import ARG_PROGRAM, Role, Timeline, Track
+from ..timeline import ARG_GBS_MEM, ARG_GFLOPS, ARG_PROGRAM, Role, Timeline, Track
 from .categories import category
-from .kernels import device_tracks
+from .programs import ProgramIndex
+
+DEVICE_ROLES = (Role.QUEUE, Role.COPY)
+LAUNCH_ROLES = (*DEVICE_ROLES, Role.GRAPH)
+KEY_TEXT = 8  # hex digits of a program key shown beside a name
 
 
 @dataclass(frozen=True)
@@ -21,19 +27,23 @@ class KernelId:
     name: str
     program: str | None = None  # hex key of the launched program, where the profile has them (tinygrad 0.14+)
 
-    def label(self, key_digits: int = 8) -> str:
+    def label(self, key_digits: int = KEY_TEXT) -> str:
         return f"{self.name} [{self.program[:key_digits]}]" if self.program else self.name
 
 
 @dataclass
 class Runs:
-    """The launches of one kernel: start times and durations (ns), in time order."""
+    """The launches of one kernel: start times and durations (ns) in time order, and its time-weighted rates."""
 
     kernel: KernelId
     category: str
     role: Role
     ts: np.ndarray
     dur: np.ndarray
+    flops_ns: float = 0.0  # Σ GFLOPS·duration over the launches with estimates, in track order
+    mem_ns: float = 0.0  # Σ GB/s·duration over the same launches
+    weighted_ns: int = 0  # their summed duration
+    where: list[tuple[Track, np.ndarray]] = field(default_factory=list)  # each track's launch indices, in order
 
     @property
     def total_ns(self) -> int:
@@ -43,6 +53,22 @@ class Runs:
     def count(self) -> int:
         return len(self.dur)
 
+    @property
+    def gflops(self) -> float | None:
+        return self.flops_ns / self.weighted_ns if self.weighted_ns else None
+
+    @property
+    def gbs(self) -> float | None:
+        return self.mem_ns / self.weighted_ns if self.weighted_ns else None
+
+
+class Named(Protocol):
+    """A kernel as Runs.kernel and kernels.Kernel name it."""
+
+    device: str
+    name: str
+    program: str | None
+
 
 def columns(t: Track) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A slice track's starts, durations and name ids as numpy arrays (views: no copy)."""
@@ -50,59 +76,123 @@ def columns(t: Track) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             np.frombuffer(t.names, f"i{t.names.itemsize}"))
 
 
-def program_uops(log: RewriteLog | None) -> dict[str, Sequence[str]]:
-    """The final UOp list of each codegen context's program by program key (hex) and by name (a later context
-    wins, as the viewers link them): what analysis.category needs to see tensor-core kernels."""
-    out: dict[str, Sequence[str]] = {}
-    for c in log.contexts if log is not None else ():
-        if c.program:
-            for k in c.key.keys:
-                out[k.hex() if isinstance(k, bytes) else k] = c.program
-            out[c.key.name] = c.program
-    return out
+def device_tracks(tl: Timeline) -> list[Track]:
+    """The slice tracks of work devices ran: queues and copy engines."""
+    return [t for t in tl.tracks if t.role in DEVICE_ROLES]
 
 
-def kernel_runs(tl: Timeline, uops: Mapping[str, Sequence[str]] | None = None, by_program: bool = True
-                ) -> list[Runs]:
-    """Launches with a duration on device tracks (queues and copy engines; lanes of one name together), grouped by
-    (track name, kernel name, program key if `by_program`), longest total first."""
-    parts: dict[KernelId, list[tuple[np.ndarray, np.ndarray]]] = {}
-    roles: dict[KernelId, Role] = {}
-    for t in device_tracks(tl):
-        ts, dur, names = columns(t)
-        codes = _codes(t) if by_program else {}
-        base = len(codes) + 1
-        keys = names.astype(np.int64) * base
-        for i, a in t.args.items():
-            p = a.get(ARG_PROGRAM) if by_program else None
-            if p is not None:
-                keys[i] += codes[p]
-        keep = dur > 0
-        uniq, inverse = np.unique(keys[keep], return_inverse=True)
-        order = np.argsort(inverse, kind="stable")
-        bounds = np.searchsorted(inverse[order], np.arange(len(uniq) + 1))
-        kts, kdur = ts[keep][order], dur[keep][order]
-        program = {c: p for p, c in codes.items()}
-        for g, key in enumerate(uniq.tolist()):
-            name, code = divmod(key, base)
-            kid = KernelId(t.name, tl.strings[name], program.get(code))
-            parts.setdefault(kid, []).append((kts[bounds[g]:bounds[g + 1]], kdur[bounds[g]:bounds[g + 1]]))
-            roles[kid] = t.role
-    out = []
-    for kid, chunks in parts.items():
-        ts = np.concatenate([c[0] for c in chunks])
-        dur = np.concatenate([c[1] for c in chunks])
-        order = np.argsort(ts, kind="stable")
-        u = (uops or {}).get(kid.program or "") or (uops or {}).get(kid.name)
-        out.append(Runs(kid, category(kid.name, roles[kid], u), roles[kid], ts[order], dur[order]))
-    return sorted(out, key=lambda r: (-r.total_ns, r.kernel.device, r.kernel.name, r.kernel.program or ""))
+def launch_tracks(tl: Timeline, device: str | None = None) -> list[Track]:
+    """Device queue, copy-engine and graph-batch tracks; `device`: only those of that device string or of its root
+    device."""
+    out = [t for t in tl.tracks if t.role in LAUNCH_ROLES]
+    if device is None:
+        return out
+    roots = {t.uuid: t.name for t in tl.tracks if not t.parent}
+    return [t for t in out if device in (t.name, roots.get(t.parent))]
 
 
-def _codes(t: Track) -> dict[str, int]:
-    """Program key → a small code (1, 2, …) in order of first launch on the track."""
+def kernel_runs(tl: Timeline, programs: ProgramIndex | None = None, by_program: bool = True,
+                tracks: Sequence[Track] | None = None, window: tuple[int, int] | None = None) -> list[Runs]:
+    """Launches grouped by (track name, kernel name, program key if `by_program`), longest total first. `tracks`:
+    device queues and copy engines unless given (lanes of one name together); `window`: (start, end) ns, keeping
+    launches that start inside (ends included); `programs`: to find a program's UOps for its category."""
+    return sorted(group_launches(tl, programs, by_program, tracks, window), key=by_total)
+
+
+def by_total(r: Runs) -> tuple[int, str, str, str]:
+    """Sort key: longest total first, then by device, name and program."""
+    return -r.total_ns, r.kernel.device, r.kernel.name, r.kernel.program or ""
+
+
+def group_launches(tl: Timeline, programs: ProgramIndex | None = None, by_program: bool = True,
+                   tracks: Sequence[Track] | None = None, window: tuple[int, int] | None = None) -> list[Runs]:
+    """kernel_runs in the order of each kernel's first launching track (and, within a track, of name ids)."""
+    parts: dict[KernelId, list[_Chunk]] = {}
+    for t in device_tracks(tl) if tracks is None else tracks:
+        for kid, chunk in _track_groups(tl, t, by_program, window):
+            parts.setdefault(kid, []).append(chunk)
+    return [_runs(kid, chunks, programs) for kid, chunks in parts.items()]
+
+
+def device_ns(runs: Iterable[Runs]) -> dict[str, int]:
+    """Summed launch time per device, devices in the order of the runs."""
     out: dict[str, int] = {}
-    for a in t.args.values():
-        p = a.get(ARG_PROGRAM)
-        if p is not None and p not in out:
-            out[p] = len(out) + 1
+    for r in runs:
+        out[r.kernel.device] = out.get(r.kernel.device, 0) + r.total_ns
     return out
+
+
+def labels(kernels: Sequence[Named]) -> list[str]:
+    """Each kernel's name, with its program's short key where several programs of one device share the name."""
+    n = Counter((k.device, k.name) for k in kernels)
+    return [KernelId(k.device, k.name, k.program).label() if n[(k.device, k.name)] > 1 else k.name for k in kernels]
+
+
+class _Chunk(NamedTuple):
+    """A kernel's launches on one track, in track order."""
+
+    track: Track
+    index: np.ndarray  # of the launches on the track
+    ts: np.ndarray
+    dur: np.ndarray
+    rated: np.ndarray  # durations of the launches with estimates
+    flops: np.ndarray  # their GFLOPS·duration
+    mem: np.ndarray  # their GB/s·duration
+
+
+def _track_groups(tl: Timeline, t: Track, by_program: bool, window: tuple[int, int] | None
+                  ) -> Iterator[tuple[KernelId, _Chunk]]:
+    """Each kernel launched on track `t` with its launches there (inside `window`, if given)."""
+    ts, dur, names = columns(t)
+    code, rated, flops, mem, keys = _arg_columns(t, by_program)
+    base = len(keys) + 1
+    keep = dur > 0
+    if window is not None:
+        keep &= (ts >= window[0]) & (ts <= window[1])
+    idx = np.flatnonzero(keep)
+    uniq, inverse = np.unique(names[idx].astype(np.int64) * base + code[idx], return_inverse=True)
+    grouped = np.argsort(inverse, kind="stable")
+    bounds = np.searchsorted(inverse[grouped], np.arange(len(uniq) + 1))
+    for g, key in enumerate(uniq.tolist()):
+        name, c = divmod(key, base)
+        i = idx[grouped[bounds[g]:bounds[g + 1]]]
+        w = i[rated[i]]
+        yield KernelId(t.name, tl.strings[name], keys[c - 1] if c else None), _Chunk(
+            t, i, ts[i], dur[i], dur[w], flops[w] * dur[w], mem[w] * dur[w])
+
+
+def _arg_columns(t: Track, by_program: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str]]:
+    """Per launch of a track, from its args: program code (0: none; k: the kth key launched), whether it has
+    estimates, its GFLOPS and GB/s (0 without); and the program keys in order of first launch."""
+    n = len(t)
+    codes: dict[str, int] = {}
+    at, cs, rated, fl, mb = [], [], [], [], []
+    for i, a in t.args.items():
+        p = a.get(ARG_PROGRAM) if by_program else None
+        if p is not None:
+            at.append(i)
+            cs.append(codes.setdefault(p, len(codes) + 1))
+        if ARG_GFLOPS in a:
+            rated.append(i)
+            fl.append(a[ARG_GFLOPS])
+            mb.append(a.get(ARG_GBS_MEM, 0.0))
+    code, has = np.zeros(n, np.int64), np.zeros(n, bool)
+    flops, mem = np.zeros(n), np.zeros(n)
+    code[at], has[rated], flops[rated], mem[rated] = cs, True, fl, mb
+    return code, has, flops, mem, list(codes)
+
+
+def _runs(kid: KernelId, chunks: list[_Chunk], programs: ProgramIndex | None) -> Runs:
+    """One kernel's launches from its chunks (in track order): time-sorted columns, and rates summed one launch
+    after another, in track order (as a loop over the tracks' events adds them)."""
+    ts, dur, rated, flops, mem = (np.concatenate([getattr(c, f) for c in chunks]) for f in _Chunk._fields[2:])
+    order = np.argsort(ts, kind="stable")
+    role = chunks[0].track.role
+    uops = programs.uops(kid.program, kid.name) if programs is not None else None
+    return Runs(kid, category(kid.name, role, uops), role, ts[order], dur[order], _running_sum(flops),
+                _running_sum(mem), int(rated.sum()), [(c.track, c.index) for c in chunks])
+
+
+def _running_sum(x: np.ndarray) -> float:
+    """Σ x added left to right (np.sum adds pairwise: its last bits differ)."""
+    return float(np.cumsum(x)[-1]) if len(x) else 0.0

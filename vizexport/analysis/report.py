@@ -5,7 +5,6 @@ Computed from a Timeline (and, for the host side of launches and device properti
 writers in vizexport/report/ show it as text, Markdown, JSON and HTML with plots."""
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -15,8 +14,8 @@ from ..timeline import Timeline
 from .batches import Batch, batches
 from .categories import CATEGORIES
 from .hostside import CallSite, Latency, call_sites, exec_times, latency, tensor_calls
-from .kernels import top_kernels
-from .launches import Runs, columns, kernel_runs
+from .launches import Runs, columns, device_ns, kernel_runs
+from .programs import ProgramIndex
 from .usage import CategoryUse, DeviceUse, Overlap, category_use, copy_overlap, device_use
 
 TOP = 20
@@ -103,14 +102,14 @@ def time_range(tl: Timeline) -> tuple[int, int]:
     return (min(firsts), max(lasts)) if firsts else (0, 0)
 
 
-def build_report(tl: Timeline, prof: Profile | None = None, uops: Mapping[str, Sequence[str]] | None = None,
+def build_report(tl: Timeline, prof: Profile | None = None, programs: ProgramIndex | None = None,
                  peak_gflops: float | None = None, peak_gbs: float | None = None, top: int = TOP) -> Report:
-    runs = kernel_runs(tl, uops)
+    runs = kernel_runs(tl, programs)
     t0, t1 = time_range(tl)
     by_uuid = {t.uuid: t for t in tl.tracks}
     root_of = {t.name: tl.path(t)[0].name for t in tl.tracks if t.parent in by_uuid}
     execs = exec_times(prof)
-    kernels = kernel_stats(tl, runs)
+    kernels = kernel_stats(runs)
     peaks = Peaks(peak_gflops, peak_gbs, _peak_source(peak_gflops, peak_gbs),
                   {d.device: dict(d.props) for d in (prof.devices if prof else ()) if d.props})
     return Report(tl.title, t1 - t0, sum(r.count for r in runs), sum(r.total_ns for r in runs),
@@ -124,19 +123,15 @@ def _peak_source(gflops: float | None, gbs: float | None) -> str:
     return " and ".join(given) if given else "none given (the profile's device properties state no clock or peak)"
 
 
-def kernel_stats(tl: Timeline, runs: list[Runs]) -> list[KernelStats]:
-    rates = {(k.device, k.name, k.program): k for k in top_kernels(tl, max_launches=0, by_program=True)}
-    device_ns: dict[str, int] = {}
-    for r in runs:
-        device_ns[r.kernel.device] = device_ns.get(r.kernel.device, 0) + r.total_ns
+def kernel_stats(runs: list[Runs]) -> list[KernelStats]:
+    totals = device_ns(runs)
     out = []
     for r in runs:
         k, d = r.kernel, r.dur
-        rate = rates.get((k.device, k.name, k.program))
         p10, med, p90 = np.percentile(d, (10, 50, 90)).tolist()
         out.append(KernelStats(k.name, k.device, k.program, k.label(), r.category, r.count, r.total_ns,
-                               100.0 * r.total_ns / device_ns[k.device], float(d.mean()), int(d.min()), p10, med, p90,
-                               int(d.max()), rate.gflops if rate else None, rate.gbs if rate else None))
+                               100.0 * r.total_ns / totals[k.device], float(d.mean()), int(d.min()), p10, med, p90,
+                               int(d.max()), r.gflops, r.gbs))
     return out
 
 

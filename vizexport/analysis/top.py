@@ -9,7 +9,6 @@ device too, so the batches are kept out of the device's share).
 """
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -17,13 +16,11 @@ import numpy as np
 
 from ..errors import InputError
 from ..records import Context
-from ..timeline import ARG_GBS_MEM, ARG_GFLOPS, ARG_PROGRAM, Role, Timeline, Track
-from .categories import category
+from ..timeline import Role, Timeline
+from .launches import Runs, by_total, device_ns, group_launches, labels, launch_tracks
 from .programs import ProgramIndex
 
 P90 = 90  # the high percentile shown (numpy's default linear interpolation between launches)
-KEY_TEXT = 8  # hex digits of a program key shown beside a name that several programs share
-LAUNCH_ROLES = (Role.QUEUE, Role.COPY, Role.GRAPH)
 
 
 @dataclass
@@ -66,18 +63,6 @@ class KernelTable:
         return self.kernels[:n], other
 
 
-@dataclass
-class _Group:
-    name: str
-    device: str
-    program: str | None
-    role: Role
-    durs: list[int] = field(default_factory=list)
-    flops_ns: float = 0.0  # Σ GFLOPS·dur over launches with estimates
-    mem_ns: float = 0.0
-    weighted_ns: int = 0
-
-
 def marker_window(tl: Timeline, start: str, end: str) -> tuple[int, int]:
     """(time of the first marker named `start`, time of the first named `end`), as tinygrad's `viz.cli --interval`
     picks them."""
@@ -96,66 +81,23 @@ def marker_window(tl: Timeline, start: str, end: str) -> tuple[int, int]:
     return first[start], first[end]
 
 
-def launch_tracks(tl: Timeline, device: str | None = None) -> list[Track]:
-    """Device queue, copy-engine and graph-batch tracks; `device`: only those of that device string or of its root
-    device."""
-    out = [t for t in tl.tracks if t.role in LAUNCH_ROLES]
-    if device is None:
-        return out
-    roots = {t.uuid: t.name for t in tl.tracks if not t.parent}
-    return [t for t in out if device in (t.name, roots.get(t.parent))]
-
-
 def kernel_table(tl: Timeline, contexts: Sequence[Context] | None = None, between: tuple[str, str] | None = None,
                  device: str | None = None) -> KernelTable:
     """The kernel table of a timeline. `contexts`: the rewrites trace's, to find each program's UOps (a WMMA makes
     a tensor-core kernel); `between`: two marker names, keeping launches that start at or after the first and at or
     before the second; `device`: a device string or root device to keep."""
     window = marker_window(tl, *between) if between else None
-    groups: dict[tuple[str, str], _Group] = {}
-    device_ns: dict[str, int] = defaultdict(int)
-    for t in launch_tracks(tl, device):
-        _collect(tl, t, window, groups, device_ns)
-    index = ProgramIndex(contexts) if contexts else None
-    shared = defaultdict(set)
-    for g in groups.values():
-        shared[(g.device, g.name)].add(g.program)
-    rows = [_stats(g, device_ns[g.device], len(shared[(g.device, g.name)]) > 1, contexts, index)
-            for g in groups.values()]
-    rows.sort(key=lambda k: (-k.total_ns, k.device, k.name, k.program or ""))
+    runs = group_launches(tl, ProgramIndex(contexts) if contexts else None, True, launch_tracks(tl, device), window)
+    totals = device_ns(runs)  # devices in the order of their first launching track
+    runs.sort(key=by_total)
+    names = labels([r.kernel for r in runs])
+    rows = [_stats(r, totals[r.kernel.device], label) for r, label in zip(runs, names, strict=True)]
     all_devices = sorted({t.name for t in launch_tracks(tl) if len(t)})
-    return KernelTable(rows, dict(device_ns), window, between, all_devices)
+    return KernelTable(rows, totals, window, between, all_devices)
 
 
-def _collect(tl: Timeline, t: Track, window: tuple[int, int] | None, groups: dict[tuple[str, str], _Group],
-             device_ns: dict[str, int]) -> None:
-    ts, dur = np.frombuffer(t.ts, np.int64), np.frombuffer(t.dur, np.int64)
-    keep = dur > 0
-    if window is not None:
-        keep &= (ts >= window[0]) & (ts <= window[1])
-    for i in np.flatnonzero(keep).tolist():
-        name, args, d = tl.strings[t.names[i]], t.args.get(i, {}), int(dur[i])
-        program = args.get(ARG_PROGRAM)
-        g = groups.get((t.name, program or name))
-        if g is None:
-            g = groups[(t.name, program or name)] = _Group(name, t.name, program, t.role)
-        g.durs.append(d)
-        device_ns[t.name] += d
-        if ARG_GFLOPS in args:
-            g.flops_ns += args[ARG_GFLOPS] * d
-            g.mem_ns += args.get(ARG_GBS_MEM, 0.0) * d
-            g.weighted_ns += d
-
-
-def _stats(g: _Group, device_ns: int, shared: bool, contexts: Sequence[Context] | None,
-           index: ProgramIndex | None) -> KernelStats:
-    d = np.array(g.durs, np.int64)
-    total = int(d.sum())
-    found = index.find(g.program, g.name) if index is not None else None
-    uops = contexts[found].program if contexts is not None and found is not None else None
-    label = f"{g.name} [{g.program[:KEY_TEXT]}]" if shared and g.program else g.name
-    w = g.weighted_ns
-    return KernelStats(g.name, g.device, g.program, label, category(g.name, g.role, uops), len(d), total,
-                       total / len(d), float(np.median(d)), float(np.percentile(d, P90)), int(d.min()), int(d.max()),
-                       100.0 * total / device_ns if device_ns else 0.0, g.flops_ns / w if w else None,
-                       g.mem_ns / w if w else None)
+def _stats(r: Runs, device_ns: int, label: str) -> KernelStats:
+    k, d, total = r.kernel, r.dur, r.total_ns
+    return KernelStats(k.name, k.device, k.program, label, r.category, r.count, total, total / r.count,
+                       float(np.median(d)), float(np.percentile(d, P90)), int(d.min()), int(d.max()),
+                       100.0 * total / device_ns if device_ns else 0.0, r.gflops, r.gbs)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import json
-from collections import Counter
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -20,6 +19,7 @@ import jinja2
 from .. import __version__
 from ..analysis import Kernel, ProgramIndex, top_kernels
 from ..analysis.diff import Diff
+from ..analysis.launches import labels
 from ..analysis.report import Report
 from ..graphs.dot import DARK_BELOW, HEADER, HIGHLIGHT
 from ..output import Progress, slug, write_atomic
@@ -39,7 +39,6 @@ TRACE = "trace.pftrace"
 REPORT_PAGE, DIFF_PAGE = "report.html", "diff.html"
 STATIC = ("site.css", "site.js", "steps.js")
 VIZ_SCRIPT = "viz.js"  # the vendored Graphviz library, as the global the step viewer reads (a script: file:// works)
-KEY_TEXT = 8  # hex digits of a program key shown beside a name that several programs share
 
 
 @dataclass
@@ -209,12 +208,10 @@ def _kernels(timeline: Timeline | None, contexts: list[ContextPage], listings: l
     if timeline is None:
         return []
     kernels = top_kernels(timeline, by_program=True)
-    names = Counter((k.device, k.name) for k in kernels)
     index = ProgramIndex([c.context for c in contexts])
     code = {x.key.hex() if x.key else x.name: x for x in listings}
     out = []
-    for n, k in enumerate(kernels):
-        label = f"{k.name} [{k.program[:KEY_TEXT]}]" if k.program and names[(k.device, k.name)] > 1 else k.name
+    for n, (k, label) in enumerate(zip(kernels, labels(kernels), strict=True)):
         found = index.find(k.program, k.name)
         ctx = contexts[found] if found is not None else None
         kp = KernelPage(k, f"kernel/{page_name(label, n)}.html", label, ctx, code.get(k.program or k.name))
