@@ -42,6 +42,25 @@ def forked_map(fn: Callable[[Any], Any], items: Iterable[Any], jobs: int | None 
         pool.join()
 
 
+def in_background(fn: Callable[..., Any], *args: Any) -> Callable[[], Any]:
+    """Start fn(*args) in a forked process (fn a module-level function, args and result picklable); returns the
+    function that waits for its result. In this process, at once, where there is no fork."""
+    if "fork" not in multiprocessing.get_all_start_methods():
+        result = fn(*args)
+        return lambda: result
+    pool = multiprocessing.get_context("fork").Pool(1, initializer=_worker_init)
+    pending = pool.apply_async(fn, args)
+    pool.close()
+
+    def wait() -> Any:
+        try:
+            return pending.get()
+        finally:
+            pool.terminate()
+            pool.join()
+    return wait
+
+
 def _call(item: Any) -> Any:
     assert _work is not None
     return _work(item)

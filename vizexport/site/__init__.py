@@ -21,6 +21,7 @@ from ..analysis import Kernel, ProgramIndex, top_kernels
 from ..analysis.diff import Diff
 from ..analysis.launches import labels
 from ..analysis.report import Report
+from ..forks import in_background
 from ..graphs.dot import DARK_BELOW, HEADER, HIGHLIGHT
 from ..output import Progress, slug, write_atomic
 from ..perfetto import write_trace
@@ -102,6 +103,7 @@ def build_site(outdir: Path, summary: ProfileSummary | None = None, graphs: Step
     _static(outdir)
     env, common = _env(), {"version": __version__}
     code: dict[str, str] = {}  # highlighted sources (a kernel page and its context page show the same)
+    plots = in_background(_plots, report, diff) if report is not None or diff is not None else None  # matplotlib
     contexts = _contexts(graphs, outdir / rewrites_dir, jobs, progress)
     kernels = _kernels(timeline, contexts, listings or [])
     title = Path(summary.file if summary else graphs.path if graphs else "vizexport").parent.name or "vizexport"
@@ -122,7 +124,7 @@ def build_site(outdir: Path, summary: ProfileSummary | None = None, graphs: Step
         _page(env, outdir / c.page, "context.html", 1, title=c.name, c=c, ctx=c.context, config=config,
               pack=f"{packs}{c.pack.path}" if c.pack else None,
               source=None if c.kernels else _highlighted(c.context.source, code), **common)
-    answers = _answers(env, outdir, report, diff, common)
+    answers = _answers(env, outdir, report, diff, plots() if plots else ({}, {}), common)
     releases = [(label, r) for label, r in (("Profile", summary and summary.tinygrad),
                                             ("Rewrites", graphs and ReleaseInfo.of(graphs.release))) if r]
     span = summary.span_ns if summary else None
@@ -146,20 +148,25 @@ def _window_bar(split: Split, outdir: Path) -> list[dict]:
              "events": w["events"], "pct": 100 * (w["end_ns"] - w["start_ns"]) / span} for w in wins]
 
 
-def _answers(env: jinja2.Environment, outdir: Path, report: Report | None, diff: Diff | None, common: dict
-             ) -> list[tuple[str, str, str]]:
-    """report.html and diff.html: (page, title, headline) of each written."""
+def _plots(report: Report | None, diff: Diff | None) -> tuple[dict[str, str], dict[str, str]]:
+    """The report's and the diff's plots (run in the background: matplotlib takes a second or two)."""
     from ..report.plots import diff_plots, report_plots  # matplotlib: imported only to draw
+    return report_plots(report) if report is not None else {}, diff_plots(diff) if diff is not None else {}
+
+
+def _answers(env: jinja2.Environment, outdir: Path, report: Report | None, diff: Diff | None,
+             plots: tuple[dict[str, str], dict[str, str]], common: dict) -> list[tuple[str, str, str]]:
+    """report.html and diff.html (with their `plots`): (page, title, headline) of each written."""
     out = []
     if report is not None:
         title, line = report_title(report), run_sections.headline(report)
         _page(env, outdir / REPORT_PAGE, "answers.html", 0, title=title, kind="run report", headline=line,
-              sections=run_sections.sections(report), plots=report_plots(report), **common)
+              sections=run_sections.sections(report), plots=plots[0], **common)
         out.append((REPORT_PAGE, title, line))
     if diff is not None:
         title, line = diff_title(diff), diff_sections.verdict_counts(diff)
         _page(env, outdir / DIFF_PAGE, "answers.html", 0, title=title, kind="diff", headline=line,
-              sections=diff_sections.sections(diff), plots=diff_plots(diff), **common)
+              sections=diff_sections.sections(diff), plots=plots[1], **common)
         out.append((DIFF_PAGE, title, line))
     return out
 
