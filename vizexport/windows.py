@@ -5,10 +5,11 @@ a 20M-event run needs ~5 GB and minutes, and more than a 32-bit engine has. So a
 - windows: consecutive time ranges, each with every track (descriptors even where empty) and the events that start
   in it — a slice that crosses a cut goes, whole, to the window where it starts; a counter's window opens with its
   value at the cut. Cuts fall at natural boundaries where one is near: the start of a JIT graph batch or a marker.
-- an overview of the whole run: slices at least as long as a threshold (chosen so that at most `slices` are kept)
-  stay; shorter ones are folded, per track and interval, into a summary slice on a sibling track `<track> · folded`
-  (count, busy time, top names, and the window that holds them); counters keep each interval's maximum; buffer
-  lifetimes are left to the windows (the Memory counters show the live bytes).
+- an overview of the whole run: each track's longest slices stay (its share of `slices`; among equally long ones,
+  any: a synthetic run's slices may all last the same); the others are folded, per track and interval, into a
+  summary slice on a sibling track `<track> · folded` (count, busy time, top names, and the window that holds
+  them); counters keep each interval's maximum; buffer lifetimes are left to the windows (the Memory counters show
+  the live bytes).
 Both are plain Timelines: every trace writer writes them.
 """
 from __future__ import annotations
@@ -179,23 +180,27 @@ def overview(tl: Timeline, plan_: list[Window], slices: int = OVERVIEW_SLICES, b
             if len(t) > len(x.ts):
                 x.description = (t.description + " " if t.description else "") + "(overview: each interval's maximum)"
         elif t.kind == "slice" and len(t):
-            threshold = _keep_threshold(np.asarray(t.dur), share)
-            keep = np.asarray(t.dur) >= threshold if t.role != Role.MARKERS else np.ones(len(t), bool)
+            dur = np.asarray(t.dur)
+            keep = _longest(dur, share) if t.role != Role.MARKERS else np.ones(len(t), bool)
             _take(t, x, np.flatnonzero(keep))
             if not keep.all():
+                shortest = duration_text(int(dur[keep].min()) if keep.any() else 0)
                 folded = Track(next_uuid, f"{t.name} · folded", t.parent, 2 * t.rank + 1, "slice", t.role,
-                               f"{t.name}: slices shorter than {duration_text(threshold)}, folded per interval")
+                               f"{t.name}: the slices not among its {share:,} longest (kept: {shortest} or "
+                               "longer), folded per interval")
                 next_uuid += 1
                 _fold(tl, t, np.flatnonzero(~keep), edges, cut, plan_, folded, t0)
                 out.tracks.append(folded)
     return out
 
 
-def _keep_threshold(dur: np.ndarray, n: int) -> int:
-    """The shortest duration kept whole, so that at most `n` slices are (all of them, if they are that few)."""
-    if len(dur) <= n:
-        return int(dur.min(initial=0))
-    return int(np.partition(dur, len(dur) - n)[len(dur) - n]) + 1
+def _longest(dur: np.ndarray, n: int) -> np.ndarray:
+    """A mask of the `n` longest durations (all of them, if they are that few)."""
+    keep = np.ones(len(dur), bool)
+    if len(dur) > n:
+        keep[:] = False
+        keep[np.argpartition(dur, len(dur) - n)[len(dur) - n:]] = True
+    return keep
 
 
 def _take(t: Track, x: Track, idx: np.ndarray) -> None:
