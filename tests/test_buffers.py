@@ -12,7 +12,7 @@ from vizexport.records import Alloc, Exec, Key, Point, Profile, Release, Span
 from vizexport.tinygrad.buffers import lifetimes
 from vizexport.tinygrad.timeline import build_timeline
 
-from .conftest import FIXTURES, ROOT, run_cli, tpq
+from .conftest import FIXTURES, ROOT, run_cli, tpq, trace_params
 from .test_launches import CORPUS, SAMPLE, _pickle
 
 SETS = {"sample": SAMPLE, "tinygrad/0.14.0-null": FIXTURES / "tinygrad/0.14.0-null/profile.pkl",
@@ -36,13 +36,7 @@ USERS = """select s.name, a.key, a.display_value from slice s join args a using(
   where a.key like '%.users[%].name' limit 5"""
 
 
-def _params() -> list:
-    return [pytest.param(k, id=k, marks=[] if p.exists() else [pytest.mark.skip(reason="absent")])
-            for k, p in SETS.items()]
-
-
-@pytest.mark.parametrize("key", _params())
-@pytest.mark.parametrize("fmt", [".pftrace", ".json.gz"])
+@pytest.mark.parametrize(("key", "fmt"), trace_params(SETS, ("sample", "corpus/master-null-train")))
 def test_buffer_slices_add_up_to_the_counter(tmp_path: Path, key: str, fmt: str):
     pkl = _pickle(SETS[key], tmp_path)
     out = tmp_path / f"t{fmt}"

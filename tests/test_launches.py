@@ -15,7 +15,7 @@ from vizexport.timeline import ARG_BYTES, ARG_GBS, ARG_LAUNCH_LATENCY, FLOW_LAUN
 from vizexport.tinygrad.launches import LAUNCH_PREFIX, function_name, link_launches
 from vizexport.tinygrad.timeline import build_timeline
 
-from .conftest import FIXTURES, ROOT, run_cli, tpq
+from .conftest import FIXTURES, ROOT, run_cli, tpq, trace_params
 
 CORPUS = ROOT / "tests" / "data" / "corpus"
 SAMPLE = ROOT / "vizexport" / "data" / "sample" / "profile.pkl"
@@ -55,13 +55,7 @@ def _pickle(path: Path, tmp_path: Path) -> Path:
     return out
 
 
-def _params() -> list:
-    return [pytest.param(k, id=k, marks=[] if p.exists() else [pytest.mark.skip(reason="absent")])
-            for k, p in SETS.items()]
-
-
-@pytest.mark.parametrize("key", _params())
-@pytest.mark.parametrize("fmt", [".pftrace", ".json.gz"])
+@pytest.mark.parametrize(("key", "fmt"), trace_params(SETS, ("sample", "corpus/master-null-multi")))
 def test_launch_flows_in_the_trace_processor(tmp_path: Path, key: str, fmt: str):
     """Every device slice whose launch was recorded has exactly one incoming launch flow, from an exec of its own
     name (a kernel), a copy exec (a copy) or its batch's exec (a JIT graph batch and its entries); latency ≥ 0 and

@@ -12,7 +12,7 @@ import pytest
 from vizexport.devices import device_root
 from vizexport.perfetto import callstacks, proto
 
-from .conftest import FIXTURES, run_cli, tpq
+from .conftest import FIXTURES, run_cli, set_params, tpq
 from .test_launches import CORPUS, SAMPLE, _pickle
 from .trace_rules import pb
 
@@ -29,11 +29,6 @@ CALLSITES = """select c.id, c.parent_id, f.name from stack_profile_callsite c
 STATS = "select name, value from stats where value > 0 and severity in ('error', 'data_loss')"
 
 
-def _params() -> list:
-    return [pytest.param(k, id=k, marks=[] if p.exists() else [pytest.mark.skip(reason="absent")])
-            for k, p in SETS.items()]
-
-
 def tb_labels(tb: str) -> tuple[str, ...]:
     """The frames a `tb` argument lists (innermost first, "file:line function" then the code), outermost first,
     named as the trace names them: "function (file name:line)"."""
@@ -47,7 +42,7 @@ def tb_labels(tb: str) -> tuple[str, ...]:
     return tuple(reversed(out))
 
 
-@pytest.mark.parametrize("key", _params())
+@pytest.mark.parametrize("key", set_params(SETS))
 def test_callstacks_and_metadata_in_the_trace_processor(tmp_path: Path, key: str):
     """Every slice with a `tb` has a callstack sample at its start (µs) on the thread named after its root, whose
     frames are the traceback's; no clock snapshots; trace name, uuid, release and device properties as metadata."""
