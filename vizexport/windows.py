@@ -6,10 +6,10 @@ a 20M-event run needs ~5 GB and minutes, and more than a 32-bit engine has. So a
   in it — a slice that crosses a cut goes, whole, to the window where it starts; a counter's window opens with its
   value at the cut. Cuts fall at natural boundaries where one is near: the start of a JIT graph batch or a marker.
 - an overview of the whole run: each track's longest slices stay (its share of `slices`; among equally long ones,
-  any: a synthetic run's slices may all last the same); the others are folded, per track and interval, into a
-  summary slice on a sibling track `<track> · folded` (count, busy time, top names, and the window that holds
-  them); counters keep each interval's maximum; buffer lifetimes are left to the windows (the Memory counters show
-  the live bytes).
+  any: a synthetic run's slices may all last the same); the others, and instants but markers, are folded, per
+  track and interval, into a summary slice on a sibling track `<track> · folded` (count, busy time, top names, and
+  the window that holds them); counters keep each interval's maximum; buffer lifetimes are left to the windows (the
+  Memory counters show the live bytes).
 Both are plain Timelines: every trace writer writes them.
 """
 from __future__ import annotations
@@ -181,7 +181,8 @@ def overview(tl: Timeline, plan_: list[Window], slices: int = OVERVIEW_SLICES, b
                 x.description = (t.description + " " if t.description else "") + "(overview: each interval's maximum)"
         elif t.kind == "slice" and len(t):
             dur = np.asarray(t.dur)
-            keep = _longest(dur, share) if t.role != Role.MARKERS else np.ones(len(t), bool)
+            # instants have no length to rank by: they are counted in the folded row (markers all stay)
+            keep = _longest(dur, share) & (dur >= 0) if t.role != Role.MARKERS else np.ones(len(t), bool)
             _take(t, x, np.flatnonzero(keep))
             if not keep.all():
                 shortest = duration_text(int(dur[keep].min()) if keep.any() else 0)
