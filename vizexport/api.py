@@ -138,12 +138,12 @@ def build_site(outdir: Path | str, profile: Profile | None = None, rewrites: Rew
             build_site(tmp, profile, rewrites, progress, timeline, summary, atomic=False, **answers, **render_options)
         return outdir / "index.html"
     window_events = render_options.pop("window_events", WINDOW_EVENTS) or sys.maxsize  # None: one trace
-    launches = decode_launches(profile) if profile is not None and (timeline is None or summary is None) else []
+    launches = decode_launches(profile) if profile is not None else []  # once: timeline, summary and listings
     listings, run, change = [], None, None
     if profile is not None:
         timeline = build_timeline(profile, rewrites, launches) if timeline is None else timeline
         summary = summarize(profile, launches) if summary is None else summary
-        listings = program_listings(profile, launches or decode_launches(profile))
+        listings = program_listings(profile, launches)
         run = report(profile, rewrites, timeline, peak_gflops, peak_gbs)
         if baseline is not None:
             change = diff_runs(build_timeline(baseline, baseline_rewrites), timeline, program_index(baseline_rewrites),

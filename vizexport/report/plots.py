@@ -113,13 +113,18 @@ def _spread(r: Report) -> Figure | None:
     ax.hlines(y, [k.min_ns for k in ks], [k.max_ns for k in ks], colors=colors, linewidth=1)
     ax.hlines(y, [k.p10_ns for k in ks], [k.p90_ns for k in ks], colors=colors, linewidth=6, alpha=0.6)
     ax.scatter([k.median_ns for k in ks], y, marker="|", s=120, color="black", zorder=3)
-    ax.set_yticks(y, [_label(f"{k.label} · {k.device}") for k in ks])
-    ax.invert_yaxis()
-    ax.set_xscale("log")
+    _kernel_rows(ax, y, ks)
     ax.xaxis.set_major_formatter(DURATION)
     ax.set(title="Launch durations of the top kernels: min–max, p10–p90, median")
     return fig
 
+
+
+def _kernel_rows(ax: Axes, y: np.ndarray, ks: list) -> None:
+    """One row per kernel, the first on top, over a log x axis."""
+    ax.set_yticks(y, [_label(f"{k.label} · {k.device}") for k in ks])
+    ax.invert_yaxis()
+    ax.set_xscale("log")
 
 def _histograms(r: Report) -> Figure | None:
     hs = r.histograms[:MAX_PANELS]
@@ -225,9 +230,7 @@ def _ratios(d: Diff) -> Figure | None:
         if k.low is not None and k.high is not None:
             ax.hlines(i, k.low, k.high, color=color, linewidth=2, alpha=0.5)
         ax.scatter([k.ratio], [i], color=color, zorder=3, s=18)
-    ax.set_yticks(y, [_label(f"{k.label} · {k.device}") for k in ks])
-    ax.invert_yaxis()
-    ax.set_xscale("log")
+    _kernel_rows(ax, y, ks)
     lo, hi = ax.get_xlim()
     ax.set_xticks([t for t in RATIO_TICKS if lo <= t <= hi], minor=False)
     ax.xaxis.set_minor_formatter(NullFormatter())
