@@ -75,10 +75,35 @@ def test_tables_are_tinygrads(ref: Path):
     assert agree == ROWS[ref.name.split(".")[0]]
 
 
+@needs_objdump
+def test_cdna_rows_are_tinygrads():
+    """gfx950 (CDNA): our PC walk gives every row of tinygrad's tables (4 waves x 320 rows: PC, mnemonic, Hits, Type;
+    the 262 s_nop rows after s_endpgm never ran). rocprof's cycles there are its own model, not the packets' times:
+    each of our runs is the CDNA_INST packet's cycle, 0-92 earlier than rocprof's Clk, and a wave's Total Cycles is
+    our WAVESTART-WAVEEND span (48-96 fewer than rocprof's)."""
+    refs, tables = _ours(REFERENCE / "gfx950_profile_gemm_run_0.json.gz")
+    assert len(tables) == len(refs) == 4
+    rows = 0
+    for r in refs:
+        md = {m["label"]: m["value"] for m in r["metadata"][0]}
+        (mine,) = [t for t in tables if (t.se, t.cu, t.simd, t.slot) == (md["SE"], md["CU"], md["SIMD"], md["Wave ID"])]
+        assert 48 <= md["Total Cycles"] - mine.cycles <= 96
+        for x, row in zip(r["rows"], mine.rows, strict=True):
+            assert (x[0], _mnemonic(x[1]).removesuffix("_e64"), x[2], x[5]) == \
+                (row.pc, _mnemonic(row.text).removesuffix("_e64"), row.hits, row.type), (r["step"], x, row)
+            for ref_run, run in zip(x[6]["rows"], row.runs, strict=True):
+                assert 0 <= ref_run[1] - run[1] <= 92
+            rows += 1
+        assert len(mine.code_rows()) == sum(1 for x in r["rows"] if x[2]) == 58
+    assert rows == 4 * 320
+
+
 def test_categories_name_rocprofs():
     assert [inst_type(c) for c in ("IMMEDIATE", "BARRIER", "BARRIER_SIGNAL", "JUMP_NO", "JUMP", "SALU_2", "SMEM_RD",
-                                   "VALUB_4", "WMMA_16", "SGMEM_WR_2", "VMEM_RD_1", "LDS_RD", "FLAT_WR_3")] == \
-        ["IMMED", "IMMED", "MESSAGE", "NEXT", "JUMP", "SALU", "SMEM", "VALU", "VALU", "VMEM", "VMEM", "LDS", "FLAT"]
+                                   "VALUB_4", "WMMA_16", "SGMEM_WR_2", "VMEM_RD_1", "LDS_RD", "FLAT_WR_3",
+                                   "SALU_64", "NEXT", "OTHER_MSG", "VALU_MAI", "FLAT_RD")] == \
+        ["IMMED", "IMMED", "MESSAGE", "NEXT", "JUMP", "SALU", "SMEM", "VALU", "VALU", "VMEM", "VMEM", "LDS", "FLAT",
+         "SALU", "NEXT", "MESSAGE", "VALU", "FLAT"]
 
 
 ROW = re.compile(r'<tr><td data-v="(\d+)">0x[0-9a-f]+</td><td><code>(.*?)</code></td>'

@@ -137,6 +137,12 @@ class WaveInsts:
     cycles: int  # start to end
     rows: list[InstRow] = field(default_factory=list)
 
+    def code_rows(self) -> list[InstRow]:
+        """The rows without the padding after the program's last instruction that the wave never ran (s_code_end on
+        RDNA, s_nop on CDNA)."""
+        last = max((k for k, r in enumerate(self.rows) if r.hits or r.text.startswith("s_endpgm")), default=-1)
+        return [r for k, r in enumerate(self.rows) if k <= last or not r.text.startswith(("s_code_end", "s_nop"))]
+
 
 @dataclass(slots=True)
 class Listing:

@@ -125,10 +125,10 @@ def decode_launch(la: Launch, strict: bool = True, disasm: bool = True) -> Launc
         la.code = read_code_object(la.program.lib)
         if la.code.error:
             log.info("%s: %s", la.label, la.code.error)
-        elif disasm and la.target and la.arch != "cdna":
+        elif disasm and la.target:
             la.insts = disassemble(la.code, la.target)
             for b in la.blobs:
-                walk_pcs(b.waves, la.insts or {})
+                walk_pcs(b.waves, la.insts or {}, la.arch)
     return la
 
 
