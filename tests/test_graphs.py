@@ -89,8 +89,8 @@ def replays_of(key: str) -> dict[int, tuple[Replayer, list]]:
 def digest(nodes: Nodes, root: int) -> tuple[str, int]:
     order = list(nodes.toposort(root))
     pos = {n: i for i, n in enumerate(order)}
-    lines = [f"{nodes.op[n]}|{','.join(str(pos[s]) for s in nodes.src[n])}|{TOOL.arg_text(nodes.arg[n])}|"
-             f"{TOOL.arg_text(nodes.tag[n])}" for n in order]
+    lines = [f"{nodes.op[n]}|{','.join(str(pos[s]) for s in nodes.src[n])}|{TOOL.arg_text(nodes.arg_of(n))}|"
+             f"{TOOL.arg_text(nodes.tag_of(n))}" for n in order]
     return TOOL.digest(lines), len(order)
 
 
@@ -143,7 +143,7 @@ def test_chained_rewrites(key: str):
                 continue
             mine, theirs = list(nodes.toposort(a.final)), list(nodes.toposort(nxt))
             differ = [x for x, y in zip(mine, theirs, strict=True) if x != y and nodes.src[x] == nodes.src[y]]
-            assert differ and not any(plain(nodes.arg[x]) for x in differ), (ci, ri, a.rewrite.name)
+            assert differ and not any(plain(nodes.arg_of(x)) for x in differ), (ci, ri, a.rewrite.name)
     assert identical >= 20
 
 

@@ -365,7 +365,9 @@ class ReplaySession(Protocol):
 
     nodes: StepNodes
 
-    def replay(self, rw: Rewrite) -> RewriteSteps: ...
+    def replay(self, rw: Rewrite, changes: bool = True) -> RewriteSteps:
+        """Without `changes`, the steps' created and rebuilt nodes are left empty (faster)."""
+        ...
 
 
 @dataclass

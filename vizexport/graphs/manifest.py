@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 from ..output import write_atomic
@@ -126,6 +127,7 @@ def write_manifest(folder: Path, manifest: Manifest) -> None:
     write_atomic(folder / MANIFEST, (text + "\n").encode())
 
 
+@lru_cache(maxsize=4096)  # a trace names a few hundred files, at every one of its matches
 def short_path(path: str) -> str:
     """tinygrad/… for tinygrad's own files (wherever they were installed), else the file name."""
     p = path.replace("\\", "/")

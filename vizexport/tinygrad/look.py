@@ -36,14 +36,18 @@ FILLS = {op: color for color, ops in _FAMILIES.items() for op in ops} | {ERROR_O
 
 class NodeLook:
     """Labels, colours and folding of the nodes of a session (cached per node). Expects the node columns `op`,
-    `dtype`, `src`, `arg`, `tag`, and `text_of`, the release's ArgText."""
+    `dtype`, `src`, a node's argument and tag from `arg_of` and `tag_of`, and `text_of`, the release's ArgText."""
 
     op: list[str]
     dtype: list[str]
     src: list[tuple[int, ...]]
-    arg: list[Any]
-    tag: list[Any]
     text_of: ArgText
+
+    def arg_of(self, n: int) -> Any:
+        raise NotImplementedError
+
+    def tag_of(self, n: int) -> Any:
+        raise NotImplementedError
 
     def _look_init(self) -> None:
         self._labels: dict[int, str] = {}
@@ -53,12 +57,12 @@ class NodeLook:
         """Op, argument and dtype lines of node n (and its tag)."""
         hit = self._labels.get(n)
         if hit is None:
-            arg = self.text_of.lines(self.arg[n])
+            arg = self.text_of.lines(self.arg_of(n))
             lines = [self.op[n], *(arg if arg != [self.dtype[n]] else ())]  # CAST's arg is its dtype
             if self.dtype[n] != "void":
                 lines.append(self.dtype[n])
-            if self.tag[n] is not None:
-                lines.append(f"tag {self.text_of.short(self.tag[n], 1)}")
+            if self.tag_of(n) is not None:
+                lines.append(f"tag {self.text_of.short(self.tag_of(n), 1)}")
             hit = self._labels[n] = "\n".join(lines)
         return hit
 
@@ -83,14 +87,14 @@ class NodeLook:
         """What a constant shows in its user's box; a broadcast shows the constant it broadcasts."""
         while self.op[n] in BROADCAST and self.src[n]:
             n = self.src[n][0]
-        return self.op[n], self.text_of.short(self.arg[n], 1)
+        return self.op[n], self.text_of.short(self.arg_of(n), 1)
 
     def text(self, n: int) -> str:
         parts = [self.op[n]]
         if self.dtype[n] != "void":
             parts.append(self.dtype[n])
-        if self.arg[n] is not None:
-            parts.append(self.text_of.short(self.arg[n]).replace("\n", " ")[:80])
-        if self.tag[n] is not None:
-            parts.append(f"tag={self.text_of.short(self.tag[n], 1)}")
+        if self.arg_of(n) is not None:
+            parts.append(self.text_of.short(self.arg_of(n)).replace("\n", " ")[:80])
+        if self.tag_of(n) is not None:
+            parts.append(f"tag={self.text_of.short(self.tag_of(n), 1)}")
         return " ".join(parts)

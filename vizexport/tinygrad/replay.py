@@ -88,11 +88,12 @@ class Nodes(NodeLook):
         self.op: list[str] = []
         self.dtype: list[str] = []
         self.src: list[tuple[int, ...]] = []
-        self.arg: list[Any] = []
-        self.tag: list[Any] = []
-        self._akey: list[Hashable] = []  # key of each node's arg and tag, for rebuilds
-        self._tkey: list[Hashable] = []
-        self._index: dict[tuple, int] = {}
+        # what a node is besides its sources, shared by the nodes that differ only there (a rebuild's copies):
+        # shape id per node; per shape (op, dtype, arg, tag, key of arg, key of tag)
+        self.shape: list[int] = []
+        self._shapes: list[tuple[str, str, Any, Any, Hashable, Hashable]] = []
+        self._shape_ids: dict[tuple, int] = {}  # (op, dtype, arg key, tag key) → shape
+        self._index: dict[tuple[int, tuple[int, ...]], int] = {}  # (shape, sources) → node
         self.calls = False  # whether any node is a CALL/FUNCTION (else no call rule can apply)
         self._loaded: dict[int, int] = {}  # table id → node
         self._keys: dict[int, tuple[Any, Hashable]] = {}  # id(argument object) → (object, key)
@@ -110,36 +111,52 @@ class Nodes(NodeLook):
 
     def make(self, op: str, dtype: str, src: tuple[int, ...], arg: Any = None, tag: Any = None) -> int:
         akey, tkey = self.key(arg), self.key(tag)
-        n = self._index.get((op, dtype, src, akey, tkey))
-        return self._add(op, dtype, src, arg, tag, akey, tkey) if n is None else n
+        sh = self._shape_ids.get((op, dtype, akey, tkey))
+        if sh is None:
+            sh = self._new_shape(op, dtype, arg, tag, akey, tkey)
+        n = self._index.get((sh, src))
+        return self._add(sh, src) if n is None else n
 
-    def _add(self, op: str, dtype: str, src: tuple[int, ...], arg: Any, tag: Any, akey: Hashable, tkey: Hashable
-             ) -> int:
+    def _new_shape(self, op: str, dtype: str, arg: Any, tag: Any, akey: Hashable, tkey: Hashable) -> int:
+        sh = self._shape_ids[(op, dtype, akey, tkey)] = len(self._shapes)
+        self._shapes.append((op, dtype, arg, tag, akey, tkey))
+        if op in CALLS:
+            self.calls = True
+        return sh
+
+    def _add(self, sh: int, src: tuple[int, ...]) -> int:
         if src:
             self.work -= len(src)
             if self.work < 0:
                 raise ReplayError("the replay exceeded its work budget (a corrupt or crafted trace)")
-        n = self._index[(op, dtype, src, akey, tkey)] = len(self.op)
-        if op in CALLS:
-            self.calls = True
+        n = self._index[(sh, src)] = len(self.op)
+        op, dtype = self._shapes[sh][:2]
         self.op.append(op)
         self.dtype.append(dtype)
         self.src.append(src)
-        self.arg.append(arg)
-        self.tag.append(tag)
-        self._akey.append(akey)
-        self._tkey.append(tkey)
+        self.shape.append(sh)
         return n
+
+    def arg_of(self, n: int) -> Any:
+        return self._shapes[self.shape[n]][2]
+
+    def tag_of(self, n: int) -> Any:
+        return self._shapes[self.shape[n]][3]
 
     def rebuild(self, n: int, src: tuple[int, ...], rederive: bool = False) -> int:
         """Node `n` with new sources (tinygrad: UOp(n.op, dtype, new_src, n.arg, n.tag))."""
-        op, dtype, akey, tkey = self.op[n], self.dtype[n], self._akey[n], self._tkey[n]
+        sh = self.shape[n]
         if rederive:
             dtype = self._rederived(n, src)
-        m = self._index.get((op, dtype, src, akey, tkey))  # the hot path of a replay: keys are not recomputed
+            if dtype != self.dtype[n]:
+                op, _, arg, tag, akey, tkey = self._shapes[sh]
+                sh = self._shape_ids.get((op, dtype, akey, tkey))
+                if sh is None:
+                    sh = self._new_shape(op, dtype, arg, tag, akey, tkey)
+        m = self._index.get((sh, src))  # the hot path of a replay
         if m is None:
-            m = self._add(op, dtype, src, self.arg[n], self.tag[n], akey, tkey)
-            if dtype == self.dtype[n]:  # the same look: n's copy with other sources
+            m = self._add(sh, src)
+            if sh == self.shape[n]:  # the same look: n's copy with other sources
                 self._origin[m] = n
         return m
 
@@ -624,7 +641,8 @@ class Replayer:
         self.nodes = nodes
         self.rules = semantics(nodes.release)
 
-    def replay(self, rw: Rewrite) -> RewriteSteps:
+    def replay(self, rw: Rewrite, changes: bool = True) -> RewriteSteps:
+        """The steps of `rw`; without `changes`, a step's created and rebuilt nodes are left empty."""
         out = RewriteSteps(rw)
         matches = real_matches(rw)
         try:
@@ -636,15 +654,15 @@ class Replayer:
         live = LiveGraph(self.nodes, sink)
         out.steps.append(GraphStep(0, sink=sink, size=len(live)))
         if matches:
-            _Run(self, out.rewrite, live).steps(out.steps, matches)
+            _Run(self, out.rewrite, live, changes).steps(out.steps, matches)
         return out
 
 
 class _Run:
     """The match loop of one rewrite (tinygrad: get_full_rewrite)."""
 
-    def __init__(self, r: Replayer, rw: Rewrite, live: LiveGraph) -> None:
-        rules, self.nodes = r.rules, r.nodes
+    def __init__(self, r: Replayer, rw: Rewrite, live: LiveGraph, changes: bool = True) -> None:
+        rules, self.nodes, self.changes = r.rules, r.nodes, changes
         walk = rules.always_walk or (rules.walk_flag and rw.walk)
         self.sub = substitute_walk if walk else substitute_fixed
         mode = "enter" if rules.call_bodies == "opaque" and rw.enter_calls else rules.call_bodies
@@ -696,6 +714,8 @@ class _Run:
             self.keys_in_base.difference_update(removed)
         if self.memo is not None and self._has_calls(added):
             self.memo, self.fast = None, False
+        if not self.changes:
+            return GraphStep(k, i, new, u0, u1, size=len(self.live), error=error)
         created = self._created(u1, fresh)
         return GraphStep(k, i, new, u0, u1, created, frozenset(fresh - created), len(self.live), error)
 
@@ -721,6 +741,8 @@ class _Run:
         new = {u0: u1}
         get = new.get
         above.discard(u0)
+        # a dtype can change only below a changed source's dtype: with u1 of u0's dtype, none does
+        rederive = rederive and nodes.dtype[u0] != nodes.dtype[u1]
         for x in sorted(above):
             rebuilt = rebuild(x, tuple(map(get, src[x], src[x])), rederive)
             if rebuilt in dvars:
