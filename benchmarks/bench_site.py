@@ -1,15 +1,16 @@
 """The static site of a run: build seconds, size, files — and, in headless Chromium, how fast a random step shows.
 
 Usage: python benchmarks/bench_site.py [--runs mlp-cpu,mlp-null,training-null] [--baseline DIR] [--browser N]
-       [--keep DIR]
+       [--keep DIR] [--repeat K]
 
 Runs (made once by tools/make_training_trace.py, tinygrad 0.14.0): mlp-cpu / mlp-null, a 2-layer MLP with 5 Adam
 steps and a JIT'd inference (~29k matches), and training-null, one training step of a small CNN (~49k matches, the
 trace of bench_rewrites.py). Each site is built by the command, as a user would: `vizexport PROFILE REWRITES -o
 SITE/`. --baseline DIR builds the same sites with another checkout of vizexport (e.g. `git worktree add /tmp/old
-<commit>`), side by side. --browser N opens the largest context page of each site and shows N random steps of at
-most 400 drawn boxes, printing the median and 90th percentile time until each is drawn (issue 18: MLP site ≤ 4 s and
-≤ 5 MB, training site ≤ 15 s and ≤ 20 MB, a step ≤ 500 ms median).
+<commit>`), side by side; --repeat K builds each K times, alternated, and prints the median seconds (this machine's
+timings drift by 15 % from one minute to the next). --browser N opens the largest context page of each site and shows
+N random steps of at most 400 drawn boxes, printing the median and 90th percentile time until each is drawn (issue
+18: MLP site ≤ 4 s and ≤ 5 MB, training site ≤ 15 s and ≤ 20 MB, a step ≤ 500 ms median).
 """
 from __future__ import annotations
 
@@ -79,20 +80,25 @@ def main() -> None:
     ap.add_argument("--baseline", type=Path, help="another vizexport checkout to build the same sites with")
     ap.add_argument("--browser", type=int, default=0, metavar="N", help="N random steps in headless Chromium")
     ap.add_argument("--keep", type=Path, help="keep the sites in this folder")
+    ap.add_argument("--repeat", type=int, default=1, metavar="K", help="K builds per side, alternated; the median")
     args = ap.parse_args()
     keep = args.keep or Path(tempfile.mkdtemp(prefix="vizexport-bench-site-"))
     print(f"{'run':14} {'code':9} {'seconds':>8} {'MB':>7} {'files':>6}")
     for name in args.runs.split(","):
         run = run_folder(name)
         codes = [("this", ROOT)] + ([("baseline", args.baseline)] if args.baseline else [])
+        builds: dict[str, list[tuple[float, float, int]]] = {label: [] for label, _ in codes}
+        for _ in range(args.repeat):  # alternated, so a slow spell of the machine hits both sides
+            for label, code in codes:
+                builds[label].append(build(code, run, keep / label / name))
         results = {}
-        for label, code in codes:
-            results[label] = build(code, run, keep / label / name)
-            s, mb, files = results[label]
-            print(f"{name:14} {label:9} {s:8.2f} {mb:7.2f} {files:6d}", flush=True)
+        for label, got in builds.items():
+            s, mb, files = results[label] = statistics.median(b[0] for b in got), got[-1][1], got[-1][2]
+            spread = f"  ({', '.join(f'{b[0]:.2f}' for b in got)})" if len(got) > 1 else ""
+            print(f"{name:14} {label:9} {s:8.2f} {mb:7.2f} {files:6d}{spread}", flush=True)
         if args.baseline:
             (s0, mb0, _), (s1, mb1, _) = results["this"], results["baseline"]
-            print(f"{name:14} {'ratio':9} {s1 / s0:7.1f}x {mb1 / mb0:6.1f}x  (baseline / this)")
+            print(f"{name:14} {'ratio':9} {s1 / s0:7.2f}x {mb1 / mb0:6.2f}x  (baseline / this)")
         if args.browser:
             print(f"{name:14} browser   {browse(keep / 'this' / name, args.browser)}", flush=True)
     if not args.keep:

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 _work: Callable[[Any], Any] | None = None  # the function forked workers run (inherited, never pickled)
+_STARTED = object()  # what started_map's generator yields once its workers run
 
 
 def default_jobs() -> int:
@@ -23,15 +24,32 @@ def forked_map(fn: Callable[[Any], Any], items: Iterable[Any], jobs: int | None 
     as they finish. `fn` may be a closure. In this process when there is one job or one item, or no fork (not on
     Linux and macOS). Ctrl-C or an error stops the workers: they exit through SystemExit, so their own child
     processes (Graphviz) and temporary files are cleaned up."""
+    return _map(fn, items, jobs, ordered, started=False)
+
+
+def started_map(fn: Callable[[Any], Any], items: Iterable[Any], jobs: int | None = None) -> Iterator[Any]:
+    """forked_map (unordered) whose workers are at work when it returns: the caller does something else, then takes
+    the results. Work done in this process (one job, no fork) waits until then."""
+    it = _map(fn, items, jobs, False, started=True)
+    next(it)  # up to the pool's start
+    return it
+
+
+def _map(fn: Callable[[Any], Any], items: Iterable[Any], jobs: int | None, ordered: bool, started: bool
+         ) -> Iterator[Any]:
     global _work
     items = list(items)
     jobs = max(1, default_jobs() if jobs is None else jobs)
     if jobs == 1 or len(items) <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+        if started:
+            yield _STARTED
         yield from map(fn, items)
         return
     _work = fn  # set before the fork: the workers inherit it
     pool = multiprocessing.get_context("fork").Pool(min(jobs, len(items)), initializer=_worker_init)
     try:
+        if started:
+            yield _STARTED
         yield from (pool.imap if ordered else pool.imap_unordered)(_call, items)
         pool.close()
     except BaseException:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -104,7 +105,8 @@ def build_site(outdir: Path, summary: ProfileSummary | None = None, graphs: Step
     env, common = _env(), {"version": __version__}
     code: dict[str, str] = {}  # highlighted sources (a kernel page and its context page show the same)
     plots = in_background(_plots, report, diff) if report is not None or diff is not None else None  # matplotlib
-    contexts = _contexts(graphs, outdir / rewrites_dir, jobs, progress)
+    contexts = _context_pages(graphs)
+    packs = write_packs(graphs, outdir / rewrites_dir / "packs", jobs) if graphs is not None else iter(())
     kernels = _kernels(timeline, contexts, listings or [])
     title = Path(summary.file if summary else graphs.path if graphs else "vizexport").parent.name or "vizexport"
     t0 = min((t.ts[0] for t in timeline.tracks if len(t)), default=0) if timeline else 0
@@ -117,12 +119,13 @@ def build_site(outdir: Path, summary: ProfileSummary | None = None, graphs: Step
     for kp in kernels:
         _page(env, outdir / kp.page, "kernel.html", 1, title=kp.label, kp=kp, k=kp.kernel, t0=t0, ctx=kp.ctx,
               source=_highlighted(kp.ctx.context.source if kp.ctx else None, code), **common)
-    packs = f"{rewrites_dir}/packs/".removeprefix("./")
+    _take_packs(contexts, packs, progress)  # the step packs, written meanwhile
+    packs_dir = f"{rewrites_dir}/packs/".removeprefix("./")
     for c in contexts:
         config = {"context": c.index, "header": HEADER, "highlight": HIGHLIGHT, "darkBelow": DARK_BELOW,
                   "maxNodes": max_nodes}
         _page(env, outdir / c.page, "context.html", 1, title=c.name, c=c, ctx=c.context, config=config,
-              pack=f"{packs}{c.pack.path}" if c.pack else None,
+              pack=f"{packs_dir}{c.pack.path}" if c.pack else None,
               source=None if c.kernels else _highlighted(c.context.source, code), **common)
     answers = _answers(env, outdir, report, diff, plots() if plots else ({}, {}), common)
     releases = [(label, r) for label, r in (("Profile", summary and summary.tinygrad),
@@ -195,18 +198,19 @@ def _page(env: jinja2.Environment, path: Path, template: str, depth: int, **ctx:
     path.write_text(env.get_template(template).render(root="../" * depth, **ctx))
 
 
-def _contexts(graphs: StepGraphs | None, folder: Path, jobs: int | None, progress: Progress | None
-              ) -> list[ContextPage]:
-    """A page per rewrite context, and the packs of those with rewrites."""
+def _context_pages(graphs: StepGraphs | None) -> list[ContextPage]:
+    """A page per rewrite context."""
     if graphs is None:
         return []
-    pages = [ContextPage(c, n, f"ctx/{page_name(c.key.name, n)}.html") for n, c in enumerate(graphs.contexts)]
-    todo = sum(1 for c in graphs.contexts if c.rewrites)
-    for done, info in enumerate(write_packs(graphs, folder / "packs", jobs), 1):
+    return [ContextPage(c, n, f"ctx/{page_name(c.key.name, n)}.html") for n, c in enumerate(graphs.contexts)]
+
+
+def _take_packs(pages: list[ContextPage], packs: Iterator[PackInfo], progress: Progress | None) -> None:
+    todo = sum(1 for p in pages if p.context.rewrites)
+    for done, info in enumerate(packs, 1):
         pages[info.index].pack = info
         if progress:
             progress(done, todo)
-    return pages
 
 
 def _kernels(timeline: Timeline | None, contexts: list[ContextPage], listings: list[Listing]) -> list[KernelPage]:

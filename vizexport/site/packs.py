@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from ..forks import forked_map
+from ..forks import started_map
 from ..gcpause import gc_paused
 from ..graphs.manifest import short_path
 from ..output import write_atomic
@@ -46,10 +46,11 @@ class PackInfo:
 
 
 def write_packs(graphs: StepGraphs, folder: Path, jobs: int | None = None) -> Iterator[PackInfo]:
-    """One pack per context with rewrites, written in forked workers, biggest first (contexts do not share nodes)."""
+    """One pack per context with rewrites, written in forked workers, biggest first (contexts do not share nodes).
+    The workers start at once; the caller takes their results when it has done its own work."""
     todo = sorted((i for i, c in enumerate(graphs.contexts) if c.rewrites),
                   key=lambda i: -sum(len(r.matches) for r in graphs.contexts[i].rewrites))
-    yield from forked_map(partial(write_pack, graphs, folder), todo, jobs)
+    return started_map(partial(write_pack, graphs, folder), todo, jobs)
 
 
 def write_pack(graphs: StepGraphs, folder: Path, index: int) -> PackInfo:
