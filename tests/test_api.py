@@ -44,7 +44,7 @@ def test_timeline_and_traces(sample, tmp_path: Path):
     n_slices = sum(d >= 0 for t in tl.tracks for d in t.dur)
     decoded = check((tmp_path / "t.pftrace").read_bytes())
     assert sum(map(len, decoded.slices.values())) == n_slices > 100
-    vizexport.write_trace(tl, tmp_path / "t.json.gz")
+    vizexport.write_trace(tl, str(tmp_path / "t.json.gz"))  # a name as text, as the API's docstring shows it
     events = json.loads(gzip.decompress((tmp_path / "t.json.gz").read_bytes()))["traceEvents"]
     assert sum(e["ph"] == "X" for e in events) == n_slices
     with pytest.raises(ValueError):

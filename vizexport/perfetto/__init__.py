@@ -64,11 +64,12 @@ def writer_for(path: Path) -> tuple[type[TraceWriter], bool] | None:
     return next(((w, gz) for w in WRITERS if stem.endswith(w.suffix)), None)
 
 
-def write_trace(tl: Timeline, path: Path, compress: bool = True, progress: Progress | None = None,
+def write_trace(tl: Timeline, path: Path | str, compress: bool = True, progress: Progress | None = None,
                 flavor: str | None = None) -> int:
     """Write `tl` to `path` in the format its name asks for; returns the file size. Nothing is left on failure.
     `compress`: compressed_packets in a plain .pftrace. `progress(done, total)` is told the events written so far.
     `flavor`: a dialect of that format (FLAVORS: "kineto" for .json and .json.gz)."""
+    path = Path(path)
     found = writer_for(path)
     if found is None:
         raise ValueError(f"unknown trace format for {path} (use one of {', '.join(FORMATS)})")

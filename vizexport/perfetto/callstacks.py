@@ -106,6 +106,9 @@ class _Interner:
                         vfield(FrameFields.FUNCTION_NAME_ID, name) + vfield(FrameFields.MAPPING_ID, mapping))
 
     def stack(self, sid: int, frames: tuple[Frame, ...]) -> int:
+        known = self.tables.get(InternedStacks.CALLSTACKS, {}).get(sid)
+        if known is not None:  # the usual case: a few hundred call sites make all of a run's stacks
+            return known
         ids = [self.frame(f) for f in frames]
         return self.iid(InternedStacks.CALLSTACKS, sid, lambda i: vfield(CallstackFields.IID, i) +
                         b"".join(vfield(CallstackFields.FRAME_IDS, f) for f in ids))

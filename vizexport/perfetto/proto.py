@@ -245,11 +245,17 @@ class _Sequence:
         return self._iid(self.values, s, InternedData.DEBUG_ANNOTATION_STRING_VALUES, s)
 
     def entry(self, num: int, name: str | None, v: object) -> bytes:
-        """Field `num` holding a debug annotation; a scalar one is encoded once per sequence (kernel args repeat
-        their buffer modes, dtypes and sizes)."""
-        if type(v) not in _SCALARS:
+        """Field `num` holding a debug annotation; a scalar one, or a dict of scalars, is encoded once per sequence
+        (kernel args repeat their buffers, a buffer's lifetime its users)."""
+        if type(v) is dict:
+            types = tuple(map(type, v.values()))  # in the key: True == 1 == 1.0, their encodings differ
+            if not _SCALARS.issuperset(types):
+                return field(num, self.annotation(name, v))
+            key: tuple = (num, name, tuple(v.items()), types)
+        elif type(v) not in _SCALARS:
             return field(num, self.annotation(name, v))
-        key = (num, name, type(v), v)
+        else:
+            key = (num, name, type(v), v)
         enc = self.entries.get(key)
         if enc is None:
             enc = self.entries[key] = field(num, self.annotation(name, v))

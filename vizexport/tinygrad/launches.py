@@ -22,6 +22,7 @@ import bisect
 import re
 from collections import defaultdict
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from ..devices import HOST, is_copy
@@ -37,6 +38,7 @@ _HOST_MEMORY = "TINY"  # how copy ranges name host memory; execs say PYTHON (or 
 _WORD = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 
 
+@lru_cache(maxsize=65536)  # a run launches a few hundred kernels, each many times
 def function_name(name: str) -> str:
     """A kernel's display name as the function name tinygrad compiles (and names device ranges by): every character
     outside [A-Za-z0-9_] as two hex digits."""
