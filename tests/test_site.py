@@ -231,12 +231,26 @@ def test_fast_keys_leave_no_stale_picture(train_site: Path):
     assert lists["steps"] > 150 and lists["rewrites"] > 50 and lists["clipped"] == 0 and lists["inOrder"]
 
 
+def _pack_sources(pack: dict) -> list[tuple[int, ...]]:
+    """Every node's sources, decoded as steps.js decodes them (packs.py's docstring)."""
+    out: list[tuple[int, ...]] = []
+    at, own = 0, iter(pack["nsrc"])
+    for i, back in enumerate(pack["origin"]):
+        count = len(out[i - back]) if back else next(own)
+        d = pack["src"][at:at + count]
+        at += count
+        out.append(tuple(i - x if x or not back else o for x, o in zip(d, out[i - back] if back else d, strict=True)))
+    assert at == len(pack["src"]) and next(own, None) is None
+    return out
+
+
 def test_packs_hold_every_step(demo_site: Path):
-    """Each context's pack (gzip'd JSON in a script) holds every rewrite and every step of it, in order."""
+    """Each context's pack (gzip'd JSON in a script) holds every rewrite and every step of it, in order, and its
+    nodes' sources decode to the replay's own."""
     import base64
     import gzip
     graphs = _sample_graphs()
-    packs = 0
+    packs = copies = 0
     for n, c in enumerate(graphs.contexts):
         script = demo_site / "rewrites" / "packs" / f"{n}.js"
         if not c.rewrites:
@@ -248,9 +262,14 @@ def test_packs_hold_every_step(demo_site: Path):
         pack = json.loads(gzip.decompress(base64.b64decode(text[len(head):-3])))
         assert [(name, len(steps)) for name, _, steps in pack["rewrites"]] == [(r.name, len(r.matches) + 1)
                                                                                for r in c.rewrites]
-        assert len(pack["look"]) == len(pack["src"]) == len(pack["origin"]) > 0
+        session = graphs.session()
+        for rw in c.rewrites:
+            session.replay(rw, changes=False)
+        assert _pack_sources(pack) == session.nodes.src
+        assert len(pack["look"]) == len(pack["origin"]) == len(session.nodes.src) > 0
+        copies += sum(1 for x in pack["origin"] if x)
         packs += 1
-    assert packs == sum(1 for c in graphs.contexts if c.rewrites) > 10
+    assert packs == sum(1 for c in graphs.contexts if c.rewrites) > 10 and copies > 1000
 
 
 def test_site_needs_no_dot_and_svg_export_says_so(tmp_path: Path):

@@ -321,9 +321,9 @@ class StepNodes(Protocol):
         """What foldable(n) is made of, for writers that work it out themselves: "never", "always", or "as_source"
         (foldable when its first source is: a broadcast of a constant folds, and shows that constant)."""
 
-    def origin(self, n: int) -> int | None:
-        """The node that n copies with other sources (the same label, fill and rule: a user rebuilt around a
-        change), if any; a writer may store n as its origin and the sources that differ."""
+    def origins(self) -> dict[int, int]:
+        """Each node that copies another with other sources (the same label, fill and rule: a user rebuilt around a
+        change) → that node; a writer may store a copy as its origin and the sources that differ."""
 
     def folded(self, n: int) -> tuple[str, str]:
         """(op, argument text) that a folded node shows in its user's box."""

@@ -6,8 +6,10 @@ A pack is gzip'd JSON, base64 in a script because a script loads from file:// wh
     looks     distinct node looks: [label, fill, fold rule (0 never, 1 always, 2 as its first source), op,
               argument as folded into a user's box, one-line text for diffs]
     look      per node: its look, or -1 for its origin's
-    origin    per node: 0, or how far back the node it copies is (StepNodes.origin)
-    src       per node: its sources as distances back; for a copy, 0 where a source is its origin's
+    origin    per node: 0, or how far back the node it copies is (StepNodes.origins)
+    src       every node's sources in turn, as distances back; a copy has as many as its origin, 0 where a source
+              is its origin's
+    nsrc      how many sources each node that is not a copy has
     locs      pattern locations [file, line]
     rewrites  [name, depth, [[root, matched, replacement, location, seconds, error], …]] per rewrite: a step's graph
               is everything under its root (node numbers; -1 or null where there is none)
@@ -22,7 +24,10 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
+from itertools import chain
 from pathlib import Path
+
+import numpy as np
 
 from ..forks import started_map
 from ..gcpause import gc_paused
@@ -70,26 +75,36 @@ def write_pack(graphs: StepGraphs, folder: Path, index: int) -> PackInfo:
 
 def encode(nodes: StepNodes, replays: list[tuple[Rewrite, list[GraphStep]]]) -> dict:
     """The pack of one replay session (see the module's docstring). Most nodes are copies (a rebuilt user with one
-    source changed): a copy costs its origin's distance and one small number per source."""
+    source changed): a copy costs its origin's distance and one small number per source. Columns are made with
+    numpy: a training step's contexts hold millions of sources."""
+    n = len(nodes.src)
+    nodes_at = np.arange(n)
+    origin = np.full(n, -1)
+    copies = nodes.origins()
+    if copies:
+        origin[np.fromiter(copies, int, len(copies))] = np.fromiter(copies.values(), int, len(copies))
+    lens = np.fromiter(map(len, nodes.src), int, n)
+    srcs = np.fromiter(chain.from_iterable(nodes.src), int, int(lens.sum()))
+    owner = np.repeat(nodes_at, lens)  # the node of each source
+    starts = np.cumsum(lens) - lens
+    is_copy = origin >= 0
+    if (lens[is_copy] != lens[origin[is_copy]]).any():
+        raise ValueError("a copied node has another number of sources than its origin")
+    of_copy = is_copy[owner]
+    same = np.zeros(len(srcs), bool)  # a copy's source that is its origin's at the same place
+    k = np.flatnonzero(of_copy)
+    same[k] = srcs[starts[origin[owner[k]]] + k - starts[owner[k]]] == srcs[k]
     looks: dict[tuple, int] = {}
-    look, origin, src = [], [], []
-    origin_of, all_src = nodes.origin, nodes.src
-    for n, sources in enumerate(all_src):
-        o = origin_of(n)
-        if o is not None:
-            look.append(-1)
-            origin.append(n - o)
-            src.append([0 if a == b else n - b for a, b in zip(all_src[o], sources, strict=True)])
-            continue
-        rule = nodes.fold_rule(n)
-        arg = nodes.folded(n)[1] if rule == "always" else ""
-        key = (nodes.label(n), nodes.fill(n), FOLD_RULES[rule], nodes.op[n], arg, nodes.text(n))
-        look.append(looks.setdefault(key, len(looks)))
-        origin.append(0)
-        src.append([n - s for s in sources])
+    look = np.full(n, -1)
+    for m in np.flatnonzero(~is_copy).tolist():
+        rule = nodes.fold_rule(m)
+        arg = nodes.folded(m)[1] if rule == "always" else ""
+        key = (nodes.label(m), nodes.fill(m), FOLD_RULES[rule], nodes.op[m], arg, nodes.text(m))
+        look[m] = looks.setdefault(key, len(looks))
     locs: dict[tuple, int] = {}
     rewrites = [[rw.name, rw.depth, [_step(s, rw, locs) for s in steps]] for rw, steps in replays]
-    return {"looks": list(looks), "look": look, "origin": origin, "src": src,
+    return {"looks": list(looks), "look": look.tolist(), "origin": np.where(is_copy, nodes_at - origin, 0).tolist(),
+            "src": np.where(same, 0, owner - srcs).tolist(), "nsrc": lens[~is_copy].tolist(),
             "locs": [list(k) for k in locs], "rewrites": rewrites}
 
 

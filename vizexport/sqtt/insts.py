@@ -14,7 +14,7 @@ checks every row of every traced wave against tinygrad's tables):
   * a row's Type is its first run's category, Cycles and Stall the sums over its runs.
 
 CDNA (gfx9): the walk gives rocprof's rows (PC, instruction, hits, type), but not its cycles: rocprof's gfx950 rows
-are a model (back-to-back issues 4 cycles apart, stalls placed on the instruction that waits), 4–90 cycles off the
+are a model (back-to-back issues 4 cycles apart, stalls placed on the instruction that waits), 0–92 cycles off the
 packets' own times. Ours are the packets': Clk when CDNA_INST says it issued, Dur one issue (4 cycles: a wave64 on a
 SIMD16), a packet-less s_waitcnt/s_nop from the previous end to the next issue, all of it stall, s_endpgm (whose
 packet comes when the wave is done) from the previous end to the wave's.

@@ -160,8 +160,8 @@ class Nodes(NodeLook):
                 self._origin[m] = n
         return m
 
-    def origin(self, n: int) -> int | None:
-        return self._origin.get(n)
+    def origins(self) -> dict[int, int]:
+        return self._origin
 
     def _rederived(self, n: int, src: tuple[int, ...]) -> str:
         """0.14's _rebuild_dtype for the common ops: unchanged unless a source's dtype changed."""

@@ -26,16 +26,20 @@ class Nodes {
     this.looks = pack.looks;
     this.lookOf = new Int32Array(n);
     this.src = new Array(n);
+    const d = pack.src;  // every node's sources in turn, as distances back
+    let at = 0, own = 0;
     for (let i = 0; i < n; i++) {
-      const back = pack.origin[i], d = pack.src[i];
-      if (back) {  // a copy of an earlier node with some sources changed (0: the origin's)
+      const back = pack.origin[i];
+      if (back) {  // a copy of an earlier node, as many sources, some changed (0: the origin's)
         const o = i - back, s = this.src[o].slice();
-        for (let k = 0; k < d.length; k++) if (d[k]) s[k] = i - d[k];
+        for (let k = 0; k < s.length; k++, at++) if (d[at]) s[k] = i - d[at];
         this.lookOf[i] = this.lookOf[o];
         this.src[i] = s;
       } else {
+        const s = new Array(pack.nsrc[own++]);
+        for (let k = 0; k < s.length; k++, at++) s[k] = i - d[at];
         this.lookOf[i] = pack.look[i];
-        this.src[i] = d.map((x) => i - x);
+        this.src[i] = s;
       }
     }
     this.foldMemo = new Map();
