@@ -679,8 +679,8 @@ class _Run:
         self.rev: defaultdict[int, set[int]] = defaultdict(set)
         self.fast = self.advance and self.memo is not None  # see _fast
 
-    def _has_calls(self, nodes: Iterable[int]) -> bool:
-        return self.skip is not None and any(self.skip(n) for n in nodes)
+    def _has_calls(self, nodes: Iterable[int]) -> bool:  # no CALL/FUNCTION in the session: none among `nodes`
+        return self.skip is not None and self.nodes.calls and any(self.skip(n) for n in nodes)
 
     def steps(self, out: list[GraphStep], matches: list[tuple[int, Match]]) -> None:
         failed = None
