@@ -10,21 +10,10 @@ Usage: python benchmarks/bench_big.py [--events N] [--workdir DIR]
 import argparse
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 from bench_load import ROOT, venv_python
-
-CHILD = """
-import json, resource, sys, time
-from pathlib import Path
-from vizexport.cli import convert
-t = time.perf_counter()
-convert([Path(sys.argv[1])], Path(sys.argv[2]), quiet=True)
-dt = time.perf_counter() - t
-me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-print(json.dumps({"seconds": dt, "rss": me.ru_maxrss * 1024, "workers_rss": kids.ru_maxrss * 1024}))
-"""
+from bench_windows import convert
 
 
 def main() -> None:
@@ -39,8 +28,8 @@ def main() -> None:
         subprocess.run([venv_python("0.14.0"), str(ROOT / "benchmarks" / "make_big_profile.py"), str(a.source),
                         str(a.events), str(big)], check=True)
     out = a.workdir / f"trace_{a.events}.pftrace"
-    res = subprocess.run([sys.executable, "-c", CHILD, str(big), str(out)], capture_output=True, text=True, check=True)
-    r = json.loads(res.stdout.strip().splitlines()[-1])
+    from vizexport.windows import WINDOW_EVENTS
+    r = convert(big, out, WINDOW_EVENTS)  # as `vizexport PROFILE -o OUT.pftrace` does by default
     gib = 2**30
     print(f"profile: {big} ({a.events:,} events, {big.stat().st_size / 1e9:.2f} GB)")
     print(f"  vizexport → {out.name}: {r['seconds']:.1f} s, peak RSS {r['rss'] / gib:.2f} GiB "

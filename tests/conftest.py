@@ -25,16 +25,19 @@ def fixture_params(pattern: str) -> list:
     return [pytest.param(f, id=str(f.relative_to(FIXTURES))) for f in files]
 
 
+def _if_present(path: Path) -> list:
+    return [] if path.exists() else [pytest.mark.skip(reason="absent")]
+
+
 def set_params(sets: dict[str, Path]) -> list:
     """pytest params over named input sets, skipped where a set's file is absent."""
-    return [pytest.param(k, id=k, marks=[] if p.exists() else [pytest.mark.skip(reason="absent")])
-            for k, p in sets.items()]
+    return [pytest.param(k, id=k, marks=_if_present(p)) for k, p in sets.items()]
 
 
 def trace_params(sets: dict[str, Path], chrome: tuple[str, ...]) -> list:
     """(set, output suffix) params: every set as .pftrace, the `chrome` ones also as Chrome JSON (the same model
     through the other writer: a few sets show it, each load in the browser costs seconds)."""
-    return [pytest.param(k, fmt, id=f"{fmt}-{k}", marks=[] if p.exists() else [pytest.mark.skip(reason="absent")])
+    return [pytest.param(k, fmt, id=f"{fmt}-{k}", marks=_if_present(p))
             for k, p in sets.items() for fmt in ((".pftrace", ".json.gz") if k in chrome else (".pftrace",))]
 
 

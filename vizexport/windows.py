@@ -197,10 +197,10 @@ def overview(tl: Timeline, plan_: list[Window], slices: int = OVERVIEW_SLICES, b
 
 def _longest(dur: np.ndarray, n: int) -> np.ndarray:
     """A mask of the `n` longest durations (all of them, if they are that few)."""
-    keep = np.ones(len(dur), bool)
-    if len(dur) > n:
-        keep[:] = False
-        keep[np.argpartition(dur, len(dur) - n)[len(dur) - n:]] = True
+    if len(dur) <= n:
+        return np.ones(len(dur), bool)
+    keep = np.zeros(len(dur), bool)
+    keep[np.argpartition(dur, len(dur) - n)[len(dur) - n:]] = True
     return keep
 
 

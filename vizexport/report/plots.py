@@ -119,12 +119,12 @@ def _spread(r: Report) -> Figure | None:
     return fig
 
 
-
 def _kernel_rows(ax: Axes, y: np.ndarray, ks: list) -> None:
     """One row per kernel, the first on top, over a log x axis."""
     ax.set_yticks(y, [_label(f"{k.label} · {k.device}") for k in ks])
     ax.invert_yaxis()
     ax.set_xscale("log")
+
 
 def _histograms(r: Report) -> Figure | None:
     hs = r.histograms[:MAX_PANELS]

@@ -113,20 +113,23 @@ def _cdna_table(wave: Wave, insts: dict[int, Instruction], launch: str) -> WaveI
     for issue in wave.issues:
         if issue.pc is None:
             break
-        for a in _skipped(pc, issue.pc, insts, "cdna"):
-            wait = max(issue.time - table.end, 0)
-            table.run(a, table.end, wait, wait, "IMMED")
-        if issue.mnemonic == ENDPGM:  # reported when the wave is done: from the previous end to the wave's
-            done = max(issue.time + CDNA_ISSUE_CYCLES, wave.end or 0)
-            table.run(issue.pc, table.end, done - table.end, 0, inst_type(issue.category))
+        _waits(table, _skipped(pc, issue.pc, insts, "cdna"), issue.time)
+        if issue.mnemonic == ENDPGM:  # reported when the wave is done
+            _endpgm(table, issue.pc, max(issue.time + CDNA_ISSUE_CYCLES, wave.end or 0), inst_type(issue.category))
             break
         table.run(issue.pc, issue.time, CDNA_ISSUE_CYCLES, 0, inst_type(issue.category))
         pc = _next_pc(issue, insts)
     else:
-        for a in _skipped(pc, None, insts, "cdna"):  # before s_endpgm: nothing to wait for that a packet shows
-            table.run(a, table.end, 0, 0, "IMMED")
+        _waits(table, _skipped(pc, None, insts, "cdna"), table.end)  # before s_endpgm: no packet to wait for
         _end(table, wave, insts, pc, "cdna")
     return _wave_insts(table, wave, launch)
+
+
+def _waits(table: _Table, pcs: list[int], until: int) -> None:
+    """CDNA's packet-less s_waitcnt/s_nop: the first from the previous end to `until`, all of it stall."""
+    for a in pcs:
+        wait = max(until - table.end, 0)
+        table.run(a, table.end, wait, wait, "IMMED")
 
 
 def _wave_insts(table: _Table, wave: Wave, launch: str) -> WaveInsts:
@@ -139,7 +142,12 @@ def _end(table: _Table, wave: Wave, insts: dict[int, Instruction], pc: int, arch
     skipped = _skipped(pc, None, insts, arch)
     at = skipped[-1] + insts[skipped[-1]].size if skipped else pc
     if wave.end is not None and at in insts and insts[at].mnemonic == ENDPGM:
-        table.run(at, table.end, max(wave.end - table.end, 0), 0, "MESSAGE")
+        _endpgm(table, at, wave.end, "MESSAGE")
+
+
+def _endpgm(table: _Table, pc: int, until: int, typ: str) -> None:
+    """s_endpgm runs from the previous instruction's end to the wave's end, without stall."""
+    table.run(pc, table.end, max(until - table.end, 0), 0, typ)
 
 
 def launch_tables(la: Launch) -> list[WaveInsts]:

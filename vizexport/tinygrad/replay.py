@@ -110,18 +110,18 @@ class Nodes(NodeLook):
         return len(self.op)
 
     def make(self, op: str, dtype: str, src: tuple[int, ...], arg: Any = None, tag: Any = None) -> int:
-        akey, tkey = self.key(arg), self.key(tag)
-        sh = self._shape_ids.get((op, dtype, akey, tkey))
-        if sh is None:
-            sh = self._new_shape(op, dtype, arg, tag, akey, tkey)
+        sh = self._shape(op, dtype, arg, tag, self.key(arg), self.key(tag))
         n = self._index.get((sh, src))
         return self._add(sh, src) if n is None else n
 
-    def _new_shape(self, op: str, dtype: str, arg: Any, tag: Any, akey: Hashable, tkey: Hashable) -> int:
-        sh = self._shape_ids[(op, dtype, akey, tkey)] = len(self._shapes)
-        self._shapes.append((op, dtype, arg, tag, akey, tkey))
-        if op in CALLS:
-            self.calls = True
+    def _shape(self, op: str, dtype: str, arg: Any, tag: Any, akey: Hashable, tkey: Hashable) -> int:
+        """The shape of (op, dtype, arg, tag), made on first use."""
+        sh = self._shape_ids.get((op, dtype, akey, tkey))
+        if sh is None:
+            sh = self._shape_ids[(op, dtype, akey, tkey)] = len(self._shapes)
+            self._shapes.append((op, dtype, arg, tag, akey, tkey))
+            if op in CALLS:
+                self.calls = True
         return sh
 
     def _add(self, sh: int, src: tuple[int, ...]) -> int:
@@ -150,9 +150,7 @@ class Nodes(NodeLook):
             dtype = self._rederived(n, src)
             if dtype != self.dtype[n]:
                 op, _, arg, tag, akey, tkey = self._shapes[sh]
-                sh = self._shape_ids.get((op, dtype, akey, tkey))
-                if sh is None:
-                    sh = self._new_shape(op, dtype, arg, tag, akey, tkey)
+                sh = self._shape(op, dtype, arg, tag, akey, tkey)
         m = self._index.get((sh, src))  # the hot path of a replay
         if m is None:
             m = self._add(sh, src)
