@@ -11,6 +11,7 @@ import threading
 from collections import Counter, defaultdict
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import vizexport
@@ -231,6 +232,20 @@ def test_fast_keys_leave_no_stale_picture(train_site: Path):
     assert lists["steps"] > 150 and lists["rewrites"] > 50 and lists["clipped"] == 0 and lists["inOrder"]
 
 
+def _read_pack(data: bytes) -> dict:
+    """A pack's header and its columns as lists, read as steps.js reads them (packs.py's docstring)."""
+    size = int.from_bytes(data[:4], "little")
+    pack = json.loads(data[4:4 + size])
+    at = 4 + size
+    for name, kind, count in pack.pop("columns"):
+        at += -at % 4
+        width = {"int8": 1, "int16": 2, "int32": 4}[kind]
+        pack[name] = np.frombuffer(data, f"<i{width}", count, at).tolist()
+        at += count * width
+    assert at + -at % 4 == len(data)  # nothing after the last column
+    return pack
+
+
 def _pack_sources(pack: dict) -> list[tuple[int, ...]]:
     """Every node's sources, decoded as steps.js decodes them (packs.py's docstring)."""
     out: list[tuple[int, ...]] = []
@@ -259,7 +274,7 @@ def test_packs_hold_every_step(demo_site: Path):
         head = f'(window.vizexportPacks = window.vizexportPacks || {{}})[{n}] = "'
         text = script.read_text()
         assert text.startswith(head) and text.endswith('";\n')
-        pack = json.loads(gzip.decompress(base64.b64decode(text[len(head):-3])))
+        pack = _read_pack(gzip.decompress(base64.b64decode(text[len(head):-3])))
         assert [(name, len(steps)) for name, _, steps in pack["rewrites"]] == [(r.name, len(r.matches) + 1)
                                                                                for r in c.rewrites]
         session = graphs.session()

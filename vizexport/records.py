@@ -5,7 +5,7 @@ All timestamps are integer nanoseconds on the host clock (device clock offsets a
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any, Protocol
 
@@ -330,6 +330,9 @@ class StepNodes(Protocol):
 
     def text(self, n: int) -> str:
         """n on one line (op, dtype, argument, tag), for text dumps and diffs."""
+
+    def look_key(self, n: int) -> Hashable:
+        """Equal for nodes whose label, fill and text are equal (nodes that differ only in their sources)."""
 
 
 @dataclass

@@ -1,18 +1,22 @@
 """Every step of every rewrite, as the site ships it: one script per context (packs/<context>.js) that the step
 viewer (static/steps.js) reads and lays out in the browser.
 
-A pack is gzip'd JSON, base64 in a script because a script loads from file:// where a fetch cannot:
+A pack is gzip'd, base64 in a script because a script loads from file:// where a fetch cannot. Unzipped: a JSON
+header's length (4 bytes, little-endian), the header, then the integer columns it lists ([name, type, count]: int8,
+int16 or int32, little-endian, each from a multiple of 4 bytes, so the browser reads them as typed arrays in place).
 
+  header
     looks     distinct node looks: [label, fill, fold rule (0 never, 1 always, 2 as its first source), op,
               argument as folded into a user's box, one-line text for diffs]
+    locs      pattern locations [file, line]
+    rewrites  [name, depth, [[root, matched, replacement, location, seconds, error], …]] per rewrite: a step's graph
+              is everything under its root (node numbers; -1 or null where there is none)
+  columns
     look      per node: its look, or -1 for its origin's
     origin    per node: 0, or how far back the node it copies is (StepNodes.origins)
     src       every node's sources in turn, as distances back; a copy has as many as its origin, 0 where a source
               is its origin's
     nsrc      how many sources each node that is not a copy has
-    locs      pattern locations [file, line]
-    rewrites  [name, depth, [[root, matched, replacement, location, seconds, error], …]] per rewrite: a step's graph
-              is everything under its root (node numbers; -1 or null where there is none)
 
 Nodes are numbered in creation order, so sources always come before their users and distances are positive.
 """
@@ -37,6 +41,7 @@ from ..records import GraphStep, Rewrite, StepGraphs, StepNodes
 
 FOLD_RULES = {"never": 0, "always": 1, "as_source": 2}
 GLOBAL = "vizexportPacks"
+COLUMN_TYPES = {"<i1": "int8", "<i2": "int16", "<i4": "int32"}  # numpy type → the name the header gives
 
 
 @dataclass
@@ -63,9 +68,8 @@ def write_pack(graphs: StepGraphs, folder: Path, index: int) -> PackInfo:
         session = graphs.session()
         ctx = graphs.contexts[index]
         replays = [(rw, session.replay(rw, changes=False).steps) for rw in ctx.rewrites]  # steps.js finds them
-        pack = encode(session.nodes, replays)
-    data = json.dumps(pack, separators=(",", ":"), ensure_ascii=False).encode()
-    text = base64.b64encode(gzip.compress(data, 6, mtime=0)).decode()
+        header, columns = encode(session.nodes, replays)
+    text = base64.b64encode(gzip.compress(pack_bytes(header, columns), 6, mtime=0)).decode()
     name = f"{index}.js"
     write_atomic(folder / name, f'(window.{GLOBAL} = window.{GLOBAL} || {{}})[{index}] = "{text}";\n'.encode())
     steps = [s for _, ss in replays for s in ss]
@@ -73,10 +77,10 @@ def write_pack(graphs: StepGraphs, folder: Path, index: int) -> PackInfo:
                     max((s.size for s in steps), default=0))
 
 
-def encode(nodes: StepNodes, replays: list[tuple[Rewrite, list[GraphStep]]]) -> dict:
-    """The pack of one replay session (see the module's docstring). Most nodes are copies (a rebuilt user with one
-    source changed): a copy costs its origin's distance and one small number per source. Columns are made with
-    numpy: a training step's contexts hold millions of sources."""
+def encode(nodes: StepNodes, replays: list[tuple[Rewrite, list[GraphStep]]]) -> tuple[dict, dict[str, np.ndarray]]:
+    """The header and columns of one replay session's pack (see the module's docstring). Most nodes are copies (a
+    rebuilt user with one source changed): a copy costs its origin's distance and one small number per source.
+    Columns are made with numpy: a training step's contexts hold millions of sources."""
     n = len(nodes.src)
     nodes_at = np.arange(n)
     origin = np.full(n, -1)
@@ -95,17 +99,38 @@ def encode(nodes: StepNodes, replays: list[tuple[Rewrite, list[GraphStep]]]) -> 
     k = np.flatnonzero(of_copy)
     same[k] = srcs[starts[origin[owner[k]]] + k - starts[owner[k]]] == srcs[k]
     looks: dict[tuple, int] = {}
+    seen: dict[tuple, int] = {}  # (look key, fold rule) → look
     look = np.full(n, -1)
     for m in np.flatnonzero(~is_copy).tolist():
         rule = nodes.fold_rule(m)
-        arg = nodes.folded(m)[1] if rule == "always" else ""
-        key = (nodes.label(m), nodes.fill(m), FOLD_RULES[rule], nodes.op[m], arg, nodes.text(m))
-        look[m] = looks.setdefault(key, len(looks))
+        hit = seen.get((nodes.look_key(m), rule))
+        if hit is None:
+            arg = nodes.folded(m)[1] if rule == "always" else ""
+            key = (nodes.label(m), nodes.fill(m), FOLD_RULES[rule], nodes.op[m], arg, nodes.text(m))
+            hit = seen[(nodes.look_key(m), rule)] = looks.setdefault(key, len(looks))
+        look[m] = hit
     locs: dict[tuple, int] = {}
     rewrites = [[rw.name, rw.depth, [_step(s, rw, locs) for s in steps]] for rw, steps in replays]
-    return {"looks": list(looks), "look": look.tolist(), "origin": np.where(is_copy, nodes_at - origin, 0).tolist(),
-            "src": np.where(same, 0, owner - srcs).tolist(), "nsrc": lens[~is_copy].tolist(),
-            "locs": [list(k) for k in locs], "rewrites": rewrites}
+    header = {"looks": list(looks), "locs": [list(k) for k in locs], "rewrites": rewrites}
+    return header, {"look": look, "origin": np.where(is_copy, nodes_at - origin, 0),
+                    "src": np.where(same, 0, owner - srcs), "nsrc": lens[~is_copy]}
+
+
+def pack_bytes(header: dict, columns: dict[str, np.ndarray]) -> bytes:
+    """The header's length and JSON, then each column in the smallest type that holds it, from 4-byte boundaries."""
+    parts = []
+    header = {**header, "columns": []}
+    for name, col in columns.items():
+        lo, hi = (int(col.min()), int(col.max())) if len(col) else (0, 0)
+        kind = next(t for t in COLUMN_TYPES if np.iinfo(t).min <= lo and hi <= np.iinfo(t).max)
+        header["columns"].append([name, COLUMN_TYPES[kind], len(col)])
+        parts.append(_aligned(col.astype(kind).tobytes()))
+    head = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode()
+    return b"".join([_aligned(len(head).to_bytes(4, "little") + head), *parts])
+
+
+def _aligned(b: bytes) -> bytes:
+    return b + bytes(-len(b) % 4)
 
 
 def _step(s: GraphStep, rw: Rewrite, locs: dict[tuple, int]) -> list:

@@ -3,6 +3,7 @@ their users' boxes (constants, and broadcasts of them, as "CONST<i> <value>" lin
 so provides the StepNodes view that the graph writers draw (records.StepNodes)."""
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import Any
 
 from .args import ArgText
@@ -50,12 +51,18 @@ class NodeLook:
         raise NotImplementedError
 
     def _look_init(self) -> None:
-        self._labels: dict[int, str] = {}
+        self._labels: dict[Hashable, str] = {}
+        self._texts: dict[Hashable, str] = {}
         self._foldable: dict[int, bool] = {}
+
+    def look_key(self, n: int) -> Hashable:
+        """Equal for nodes whose label and text are equal (equal op, dtype, argument and tag)."""
+        return n
 
     def label(self, n: int) -> str:
         """Op, argument and dtype lines of node n (and its tag)."""
-        hit = self._labels.get(n)
+        key = self.look_key(n)
+        hit = self._labels.get(key)
         if hit is None:
             arg = self.text_of.lines(self.arg_of(n))
             lines = [self.op[n], *(arg if arg != [self.dtype[n]] else ())]  # CAST's arg is its dtype
@@ -63,7 +70,7 @@ class NodeLook:
                 lines.append(self.dtype[n])
             if self.tag_of(n) is not None:
                 lines.append(f"tag {self.text_of.short(self.tag_of(n), 1)}")
-            hit = self._labels[n] = "\n".join(lines)
+            hit = self._labels[key] = "\n".join(lines)
         return hit
 
     def fill(self, n: int) -> str:
@@ -90,6 +97,13 @@ class NodeLook:
         return self.op[n], self.text_of.short(self.arg_of(n), 1)
 
     def text(self, n: int) -> str:
+        key = self.look_key(n)
+        hit = self._texts.get(key)
+        if hit is None:
+            hit = self._texts[key] = self._text(n)
+        return hit
+
+    def _text(self, n: int) -> str:
         parts = [self.op[n]]
         if self.dtype[n] != "void":
             parts.append(self.dtype[n])

@@ -137,6 +137,9 @@ class Nodes(NodeLook):
         self.shape.append(sh)
         return n
 
+    def look_key(self, n: int) -> Hashable:
+        return self.shape[n]
+
     def arg_of(self, n: int) -> Any:
         return self._shapes[self.shape[n]][2]
 
@@ -574,8 +577,8 @@ class LiveGraph:
         old, self.root = self.root, root
         return added, self._drop(old)
 
-    def ancestors(self, seeds: Iterable[int], into: set[int]) -> set[int]:
-        """`into` plus the seeds present in the graph and every node above them."""
+    def ancestors(self, seeds: Iterable[int], into: set[int]) -> list[int]:
+        """Add to `into` the seeds present in the graph and every node above them; return those it did not hold."""
         users = self.users
         if users is None:
             users = self.users = {n: set() for n in self.ref}
@@ -584,29 +587,37 @@ class LiveGraph:
                     users[s].add(n)
         stack = [s for s in seeds if s in self.ref and s not in into]
         into.update(stack)
+        added = list(stack)
         while stack:
             for u in users[stack.pop()]:
                 if u not in into:
                     into.add(u)
                     stack.append(u)
-        return into
+                    added.append(u)
+        return added
 
 
 def _never(n: int) -> bool:
     return False
 
 
-def _cleaner(base: LiveGraph, dirty: set[int], dvars: dict[int, int], src: list[tuple[int, ...]]
-             ) -> Callable[[int], bool]:
+class Cleaner:
     """clean(n): no replacement key at or below n. Exact for nodes of `base` (`dirty` holds every node of base with a
-    key below it); computed (and remembered for this substitution) for nodes outside it."""
-    memo: dict[int, bool] = {}
+    key below it); computed and remembered for nodes outside it. A bottom-up rewrite keeps one cleaner for all its
+    steps (its base is the input graph; replacements pile up outside it): `dirtied` forgets what a new key changes."""
 
-    def clean(n: int) -> bool:
-        if n in base.ref:
+    def __init__(self, base: LiveGraph, dirty: set[int], dvars: dict[int, int], src: list[tuple[int, ...]]) -> None:
+        self.in_base, self.dirty, self.dvars, self.src = base.ref, dirty, dvars, src
+        self.memo: dict[int, bool] = {}
+        self.users: defaultdict[int, list[int]] = defaultdict(list)  # source → the outside nodes remembered over it
+
+    def __call__(self, n: int) -> bool:
+        in_base, dirty, memo = self.in_base, self.dirty, self.memo
+        if n in in_base:
             return n not in dirty
         if (hit := memo.get(n)) is not None:
             return hit
+        src, dvars, users = self.src, self.dvars, self.users
         stack = [n]
         while stack:  # iterative: replacement subgraphs can be deep
             x = stack[-1]
@@ -614,15 +625,25 @@ def _cleaner(base: LiveGraph, dirty: set[int], dvars: dict[int, int], src: list[
                 memo[x] = False
                 stack.pop()
                 continue
-            pending = [s for s in src[x] if s not in base.ref and s not in memo]
+            pending = [s for s in src[x] if s not in in_base and s not in memo]
             if pending:
                 stack.extend(pending)
                 continue
             stack.pop()
-            memo[x] = all((s not in dirty) if s in base.ref else memo[s] for s in src[x])
+            memo[x] = all((s not in dirty) if s in in_base else memo[s] for s in src[x])
+            if memo[x]:  # only a clean result can change (a key only ever adds dirt)
+                for s in src[x]:
+                    users[s].append(x)
         return memo[n]
 
-    return clean
+    def dirtied(self, nodes: Iterable[int]) -> None:
+        """Forget the clean results at or above `nodes` (a new key, and the nodes of base it made dirty)."""
+        memo, users = self.memo, self.users
+        stack = [n for n in nodes if memo.pop(n, True)]
+        while stack:
+            for u in users.pop(stack.pop(), ()):
+                if memo.pop(u, False):  # a dirty result stays, and so do its users'
+                    stack.append(u)
 
 
 # ---- steps ----
@@ -672,6 +693,7 @@ class _Run:
         self.dvars: dict[int, int] = {}
         self.keys_in_base: set[int] = set()  # advancing: replacement keys present in the current graph
         self.dirty0: set[int] = set()  # bottom-up: nodes of the original graph with a key below them
+        self.cleaner = Cleaner(self.base, self.dirty0, self.dvars, self.nodes.src)  # bottom-up: kept for all steps
         # results persist across steps unless a call body could be skipped (tinygrad's order-dependent rule)
         self.memo: dict[int, int] | None = None if walk or self._has_calls(live.ref) else {}
         self.rev: defaultdict[int, set[int]] = defaultdict(set)
@@ -726,7 +748,8 @@ class _Run:
         if not self.fast or self.keys_in_base or u0 == u1 or u1 in dvars or u0 not in live:
             return None
         src, rebuild, rederive = nodes.src, nodes.rebuild, self.rederive
-        above = live.ancestors([u0], set())  # u0 and its users, which the swap rebuilds
+        above: set[int] = set()  # u0 and its users, which the swap rebuilds
+        live.ancestors([u0], above)
         stack, seen = [u1], {u1}
         while stack:  # the replacement: no key in its new part, and none of `above` in it
             x = stack.pop()
@@ -755,15 +778,18 @@ class _Run:
             if u0 in self.base:
                 self.keys_in_base.add(u0)
         else:
-            self.base.ancestors([u0], self.dirty0)
+            self.cleaner.dirtied([u0, *self.base.ancestors([u0], self.dirty0)])
         if self.memo is not None:
             sub = Sub(self.nodes, self.dvars, None, None, self.rederive, self.memo, self.rev)
             sub.invalidate(u0)
             return sub
-        dirty = self.base.ancestors(self.keys_in_base, set()) if self.advance else self.dirty0
+        clean = self.cleaner
+        if self.advance:  # a new base at each step
+            dirty: set[int] = set()
+            self.base.ancestors(self.keys_in_base, dirty)
+            clean = Cleaner(self.base, dirty, self.dvars, self.nodes.src)
         skip = self.skip if self.nodes.calls else None  # no call body anywhere: none to skip
-        return Sub(self.nodes, self.dvars, skip, _cleaner(self.base, dirty, self.dvars, self.nodes.src),
-                   self.rederive)
+        return Sub(self.nodes, self.dvars, skip, clean, self.rederive)
 
     def _created(self, u1: int, fresh: set[int]) -> frozenset[int]:
         """The new nodes of this graph that belong to the replacement (u1 and its new sources)."""

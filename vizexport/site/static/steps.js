@@ -7,9 +7,26 @@
 const config = JSON.parse(document.getElementById("viewer-config").textContent);
 const $ = (id) => document.getElementById(id);
 
-const gunzipText = async (b64) => {
+const gunzip = (b64) => {
   const gz = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
-  return new Response(new Blob([gz]).stream().pipeThrough(new DecompressionStream("gzip"))).text();
+  return new Response(new Blob([gz]).stream().pipeThrough(new DecompressionStream("gzip")));
+};
+const gunzipText = (b64) => gunzip(b64).text();
+
+// A pack (packs.py): a JSON header's length and text, then integer columns read in place as typed arrays.
+const COLUMN_TYPES = { int8: Int8Array, int16: Int16Array, int32: Int32Array };
+const readPack = async (b64) => {
+  const buf = await gunzip(b64).arrayBuffer();
+  const size = new DataView(buf).getUint32(0, true);
+  const pack = JSON.parse(new TextDecoder().decode(new Uint8Array(buf, 4, size)));
+  let at = 4 + size;
+  for (const [name, type, count] of pack.columns) {
+    at += -at & 3;  // each column starts at a multiple of 4 bytes
+    const Type = COLUMN_TYPES[type];
+    pack[name] = new Type(buf, at, count);
+    at += count * Type.BYTES_PER_ELEMENT;
+  }
+  return pack;
 };
 
 // A Map that forgets its least recently used entries beyond `limit` (graphs and layouts of steps seen long ago).
@@ -394,7 +411,7 @@ const keepInView = (list, item) => {  // scroll the list, not the page, to show 
 const note = (text) => Object.assign(document.createElement("p"), { className: "note", textContent: text });
 
 const view = async () => {
-  const pack = JSON.parse(await gunzipText(window.vizexportPacks[config.context]));
+  const pack = await readPack(window.vizexportPacks[config.context]);
   const nodes = new Nodes(pack), drawer = new Drawer(nodes), layout = new Layout(), graphs = new Lru(64);
   const drawn = new Lru(512);  // step → its graph, new nodes and DOT
   const rewrites = pack.rewrites.map(([name, depth, steps], index) => ({
