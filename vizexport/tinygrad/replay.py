@@ -686,7 +686,8 @@ class _Run:
         self.sub = substitute_walk if walk else substitute_fixed
         mode = "enter" if rules.call_bodies == "opaque" and rw.enter_calls else rules.call_bodies
         self.skip = _call_rule(self.nodes, mode)
-        self.rederive = rules.rebuild_dtype
+        self.rederive = rules.rebuild_dtype  # becomes needed when a replacement changes a dtype (see apply)
+        self.retyped = False
         self.advance = {"always": True, "never": False}.get(rules.advance, not rw.bottom_up)
         self.live = live  # the graph of the latest step
         self.base = live if self.advance else LiveGraph(self.nodes, live.root)  # what each substitution starts from
@@ -695,9 +696,11 @@ class _Run:
         self.dirty0: set[int] = set()  # bottom-up: nodes of the original graph with a key below them
         self.cleaner = Cleaner(self.base, self.dirty0, self.dvars, self.nodes.src)  # bottom-up: kept for all steps
         # results persist across steps unless a call body could be skipped (tinygrad's order-dependent rule)
-        self.memo: dict[int, int] | None = None if walk or self._has_calls(live.ref) else {}
+        calls = self._has_calls(live.ref)
+        self.memo: dict[int, int] | None = None if walk or calls else {}
         self.rev: defaultdict[int, set[int]] = defaultdict(set)
-        self.fast = self.advance and self.memo is not None  # see _fast
+        self.walk = walk
+        self.fast = self.advance and not calls  # see _fast
 
     def _has_calls(self, nodes: Iterable[int]) -> bool:  # no CALL/FUNCTION in the session: none among `nodes`
         return self.skip is not None and self.nodes.calls and any(self.skip(n) for n in nodes)
@@ -720,6 +723,8 @@ class _Run:
     def apply(self, k: int, i: int, u0: int, u1: int) -> GraphStep:
         if u0 != u1:
             self.dvars[u0] = u1
+            # while every replacement keeps its key's dtype, no rebuilt node's sources change dtype: none re-derives
+            self.retyped = self.retyped or self.nodes.dtype[u0] != self.nodes.dtype[u1]
         error = None
         try:
             new = self._fast(u0, u1)
@@ -732,7 +737,7 @@ class _Run:
         if self.advance:
             self.keys_in_base |= self.dvars.keys() & fresh
             self.keys_in_base.difference_update(removed)
-        if self.memo is not None and self._has_calls(added):
+        if (self.memo is not None or self.fast) and self._has_calls(added):
             self.memo, self.fast = None, False
         if not self.changes:
             return GraphStep(k, i, new, u0, u1, size=len(self.live), error=error)
@@ -741,19 +746,21 @@ class _Run:
 
     def _fast(self, u0: int, u1: int) -> int | None:
         """The new root when a top-down step only swaps u0 for u1 — the current graph holds no earlier replacement
-        key, u1 adds none (nor u0), no rebuilt user of u0 is a key — which is what the full substitution would
-        give: u0's users rebuilt, sources first (node ids grow with creation, so sorting them is a topological
-        order). None when any condition fails: the general substitution then runs."""
-        live, dvars, nodes = self.live, self.dvars, self.nodes
-        if not self.fast or self.keys_in_base or u0 == u1 or u1 in dvars or u0 not in live:
+        key nor a call whose body is skipped, u1 holds none of u0 and its users, and (unless the substitution is a
+        single-pass walk, which never looks into a replacement or a rebuilt node) u1 adds no key and no rebuilt
+        user of u0 is a key — which is what the full substitution would give: u0's users rebuilt, sources first
+        (node ids grow with creation, so sorting them is a topological order). None when any condition fails: the
+        general substitution then runs."""
+        live, dvars, nodes, walk = self.live, self.dvars, self.nodes, self.walk
+        if not self.fast or self.keys_in_base or u0 == u1 or (u1 in dvars and not walk) or u0 not in live:
             return None
         src, rebuild, rederive = nodes.src, nodes.rebuild, self.rederive
         above: set[int] = set()  # u0 and its users, which the swap rebuilds
         live.ancestors([u0], above)
         stack, seen = [u1], {u1}
-        while stack:  # the replacement: no key in its new part, and none of `above` in it
+        while stack:  # the replacement's new part: none of `above` in it, nor (looked into) a key
             x = stack.pop()
-            if x in dvars or x in above:
+            if x in above or (x in dvars and not walk):
                 return None
             for s in src[x]:
                 if s not in seen and (s not in live or s in above):
@@ -766,10 +773,11 @@ class _Run:
         rederive = rederive and nodes.dtype[u0] != nodes.dtype[u1]
         for x in sorted(above):
             rebuilt = rebuild(x, tuple(map(get, src[x], src[x])), rederive)
-            if rebuilt in dvars:
+            if rebuilt in dvars and not walk:
                 return None
             new[x] = rebuilt
-        Sub(nodes, dvars, None, None, rederive, self.memo, self.rev).invalidate(u0)  # what the new key changes
+        if self.memo is not None:
+            Sub(nodes, dvars, None, None, rederive, self.memo, self.rev).invalidate(u0)  # what the new key changes
         return new.get(live.root, live.root)
 
     def _sub(self, u0: int) -> Sub:
@@ -780,7 +788,7 @@ class _Run:
         else:
             self.cleaner.dirtied([u0, *self.base.ancestors([u0], self.dirty0)])
         if self.memo is not None:
-            sub = Sub(self.nodes, self.dvars, None, None, self.rederive, self.memo, self.rev)
+            sub = Sub(self.nodes, self.dvars, None, None, self.rederive and self.retyped, self.memo, self.rev)
             sub.invalidate(u0)
             return sub
         clean = self.cleaner
@@ -789,7 +797,7 @@ class _Run:
             self.base.ancestors(self.keys_in_base, dirty)
             clean = Cleaner(self.base, dirty, self.dvars, self.nodes.src)
         skip = self.skip if self.nodes.calls else None  # no call body anywhere: none to skip
-        return Sub(self.nodes, self.dvars, skip, clean, self.rederive)
+        return Sub(self.nodes, self.dvars, skip, clean, self.rederive and self.retyped)
 
     def _created(self, u1: int, fresh: set[int]) -> frozenset[int]:
         """The new nodes of this graph that belong to the replacement (u1 and its new sources)."""
