@@ -260,8 +260,8 @@ def _pack_sources(pack: dict) -> list[tuple[int, ...]]:
 
 
 def test_packs_hold_every_step(demo_site: Path):
-    """Each context's pack (gzip'd JSON in a script) holds every rewrite and every step of it, in order, and its
-    nodes' sources decode to the replay's own."""
+    """Each context's pack (a gzip'd header and integer columns in a script) holds every rewrite and every step of
+    it, in order, and its nodes' sources decode to the replay's own."""
     import base64
     import gzip
     graphs = _sample_graphs()
