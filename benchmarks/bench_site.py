@@ -9,9 +9,9 @@ trace of bench_rewrites.py). Each site is built by the command, as a user would:
 SITE/`, with the package's bytecode compiled beforehand as `pip install` does. --baseline DIR builds the same sites
 with another checkout of vizexport (e.g. `git worktree add /tmp/old <commit>`), side by side; --repeat K builds each
 K times, alternated, and prints the median seconds (this machine's timings drift by 15 % from one minute to the
-next). --browser N opens the largest context page of each site and shows
-N random steps of at most 400 drawn boxes, printing the median and 90th percentile time until each is drawn (issue
-18: MLP site ≤ 4 s and ≤ 5 MB, training site ≤ 15 s and ≤ 20 MB, a step ≤ 500 ms median).
+next). --browser N opens the largest context page of each site and shows N random steps of at most 400 drawn boxes,
+printing the median and 90th percentile time until each is drawn (issue 18: MLP site ≤ 4 s and ≤ 5 MB, training site
+≤ 15 s and ≤ 20 MB, a step ≤ 500 ms median).
 """
 from __future__ import annotations
 
@@ -85,12 +85,12 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1, metavar="K", help="K builds per side, alternated; the median")
     args = ap.parse_args()
     keep = args.keep or Path(tempfile.mkdtemp(prefix="vizexport-bench-site-"))
+    codes = [("this", ROOT)] + ([("baseline", args.baseline)] if args.baseline else [])
+    for _, code in codes:  # as pip installs it: bytecode compiled (PYTHONDONTWRITEBYTECODE would recompile at every
+        compileall.compile_dir(code / "vizexport", quiet=1)  # build: ~0.12 s here)
     print(f"{'run':14} {'code':9} {'seconds':>8} {'MB':>7} {'files':>6}")
     for name in args.runs.split(","):
         run = run_folder(name)
-        codes = [("this", ROOT)] + ([("baseline", args.baseline)] if args.baseline else [])
-        for _, code in codes:  # as pip installs it: bytecode compiled (PYTHONDONTWRITEBYTECODE would recompile at
-            compileall.compile_dir(code / "vizexport", quiet=1)  # every build: ~0.12 s here)
         builds: dict[str, list[tuple[float, float, int]]] = {label: [] for label, _ in codes}
         for _ in range(args.repeat):  # alternated, so a slow spell of the machine hits both sides
             for label, code in codes:

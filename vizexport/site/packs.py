@@ -52,7 +52,6 @@ class PackInfo:
     path: str  # relative to the packs' folder
     steps: int
     errors: int
-    largest: int  # nodes in its largest step graph
 
 
 def write_packs(graphs: StepGraphs, folder: Path, jobs: int | None = None) -> Iterator[PackInfo]:
@@ -73,8 +72,7 @@ def write_pack(graphs: StepGraphs, folder: Path, index: int) -> PackInfo:
     name = f"{index}.js"
     write_atomic(folder / name, f'(window.{GLOBAL} = window.{GLOBAL} || {{}})[{index}] = "{text}";\n'.encode())
     steps = [s for _, ss in replays for s in ss]
-    return PackInfo(index, name, len(steps), sum(s.error is not None for s in steps),
-                    max((s.size for s in steps), default=0))
+    return PackInfo(index, name, len(steps), sum(s.error is not None for s in steps))
 
 
 def encode(nodes: StepNodes, replays: list[tuple[Rewrite, list[GraphStep]]]) -> tuple[dict, dict[str, np.ndarray]]:
@@ -103,11 +101,11 @@ def encode(nodes: StepNodes, replays: list[tuple[Rewrite, list[GraphStep]]]) -> 
     look = np.full(n, -1)
     for m in np.flatnonzero(~is_copy).tolist():
         rule = nodes.fold_rule(m)
-        hit = seen.get((nodes.look_key(m), rule))
+        hit = seen.get(kind := (nodes.look_key(m), rule))
         if hit is None:
             arg = nodes.folded(m)[1] if rule == "always" else ""
             key = (nodes.label(m), nodes.fill(m), FOLD_RULES[rule], nodes.op[m], arg, nodes.text(m))
-            hit = seen[(nodes.look_key(m), rule)] = looks.setdefault(key, len(looks))
+            hit = seen[kind] = looks.setdefault(key, len(looks))
         look[m] = hit
     locs: dict[tuple, int] = {}
     rewrites = [[rw.name, rw.depth, [_step(s, rw, locs) for s in steps]] for rw, steps in replays]

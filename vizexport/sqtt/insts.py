@@ -35,8 +35,7 @@ CDNA_ISSUE_CYCLES = 4  # a wave64 instruction on a 16-lane SIMD
 _COST = re.compile(r"_(\d+)$")  # an INST category's own cycles: VALUB_4, WMMA_16, LDS_WR_2, ...
 _WAIT_FIRST = ("IMMEDIATE", "BARRIER")  # reported when done: ready when the previous instruction ended
 BARRIER_WAIT, ENDPGM = "s_barrier_wait", "s_endpgm"
-# rocprof's instruction categories of our INST / VALUINST / IMMEDIATE / CDNA_INST categories (by name prefix, first
-# match)
+# rocprof's instruction categories of our INST / VALUINST / IMMEDIATE / CDNA_INST ones (by name prefix, first match)
 _TYPES = (("IMMEDIATE", "IMMED"), ("BARRIER_SIGNAL", "MESSAGE"), ("BARRIER_JOIN", "MESSAGE"), ("BARRIER", "IMMED"),
           ("MESSAGE", "MESSAGE"), ("OTHER_MSG", "MESSAGE"), ("JUMP_NO", "NEXT"), ("NEXT", "NEXT"), ("JUMP", "JUMP"),
           ("CALL", "JUMP"), ("SALU", "SALU"), ("SMEM", "SMEM"), ("VALU", "VALU"), ("WMMA", "VALU"),

@@ -36,8 +36,9 @@ FILLS = {op: color for color, ops in _FAMILIES.items() for op in ops} | {ERROR_O
 
 
 class NodeLook:
-    """Labels, colours and folding of the nodes of a session (cached per node). Expects the node columns `op`,
-    `dtype`, `src`, a node's argument and tag from `arg_of` and `tag_of`, and `text_of`, the release's ArgText."""
+    """Labels, colours and folding of the nodes of a session. Expects the node columns `op`, `dtype`, `src`, a node's
+    argument and tag from `arg_of` and `tag_of`, what its label and text are cached by from `look_key`, and `text_of`,
+    the release's ArgText."""
 
     op: list[str]
     dtype: list[str]
@@ -57,7 +58,7 @@ class NodeLook:
 
     def look_key(self, n: int) -> Hashable:
         """Equal for nodes whose label and text are equal (equal op, dtype, argument and tag)."""
-        return n
+        raise NotImplementedError
 
     def label(self, n: int) -> str:
         """Op, argument and dtype lines of node n (and its tag)."""

@@ -293,17 +293,16 @@ class Sub:
     memo: dict[int, int] | None = None
     rev: defaultdict[int, set[int]] | None = None
 
-    def invalidate(self, key: int) -> None:
-        memo, rev = self.memo, self.rev
-        if memo is None or rev is None:
-            return
-        stack = [key]
-        while stack:  # a node's users are popped with it: each is reached at most once per edge
-            x = stack.pop()
-            memo.pop(x, None)
-            users = rev.pop(x, None)
-            if users:
-                stack.extend(users)
+
+def invalidate(memo: dict[int, int], rev: defaultdict[int, set[int]], key: int) -> None:
+    """Drop the remembered results that a new replacement key affects (those computed from it, and so on up)."""
+    stack = [key]
+    while stack:  # a node's users are popped with it: each is reached at most once per edge
+        x = stack.pop()
+        memo.pop(x, None)
+        users = rev.pop(x, None)
+        if users:
+            stack.extend(users)
 
 
 _UNFINISHED = "substitution did not finish (a replacement contains the node it replaces)"
@@ -721,13 +720,14 @@ class _Run:
             out.append(step)
 
     def apply(self, k: int, i: int, u0: int, u1: int) -> GraphStep:
+        # while every replacement keeps its key's dtype, no rebuilt node's sources change dtype: none re-derives
+        retyped = u0 != u1 and self.nodes.dtype[u0] != self.nodes.dtype[u1]
+        self.retyped = self.retyped or retyped
         if u0 != u1:
             self.dvars[u0] = u1
-            # while every replacement keeps its key's dtype, no rebuilt node's sources change dtype: none re-derives
-            self.retyped = self.retyped or self.nodes.dtype[u0] != self.nodes.dtype[u1]
         error = None
         try:
-            new = self._fast(u0, u1)
+            new = self._fast(u0, u1, retyped)
             if new is None:
                 new = self.sub(self._sub(u0), self.base.root)
         except ReplayError as e:
@@ -744,7 +744,7 @@ class _Run:
         created = self._created(u1, fresh)
         return GraphStep(k, i, new, u0, u1, created, frozenset(fresh - created), len(self.live), error)
 
-    def _fast(self, u0: int, u1: int) -> int | None:
+    def _fast(self, u0: int, u1: int, retyped: bool) -> int | None:
         """The new root when a top-down step only swaps u0 for u1 — the current graph holds no earlier replacement
         key nor a call whose body is skipped, u1 holds none of u0 and its users, and (unless the substitution is a
         single-pass walk, which never looks into a replacement or a rebuilt node) u1 adds no key and no rebuilt
@@ -769,15 +769,14 @@ class _Run:
         new = {u0: u1}
         get = new.get
         above.discard(u0)
-        # a dtype can change only below a changed source's dtype: with u1 of u0's dtype, none does
-        rederive = rederive and nodes.dtype[u0] != nodes.dtype[u1]
+        rederive = rederive and retyped  # the graph holds no other key: only u1 can change a dtype
         for x in sorted(above):
             rebuilt = rebuild(x, tuple(map(get, src[x], src[x])), rederive)
             if rebuilt in dvars and not walk:
                 return None
             new[x] = rebuilt
         if self.memo is not None:
-            Sub(nodes, dvars, None, None, rederive, self.memo, self.rev).invalidate(u0)  # what the new key changes
+            invalidate(self.memo, self.rev, u0)
         return new.get(live.root, live.root)
 
     def _sub(self, u0: int) -> Sub:
@@ -787,17 +786,20 @@ class _Run:
                 self.keys_in_base.add(u0)
         else:
             self.cleaner.dirtied([u0, *self.base.ancestors([u0], self.dirty0)])
+        rederive = self.rederive and self.retyped
         if self.memo is not None:
-            sub = Sub(self.nodes, self.dvars, None, None, self.rederive and self.retyped, self.memo, self.rev)
-            sub.invalidate(u0)
-            return sub
-        clean = self.cleaner
-        if self.advance:  # a new base at each step
-            dirty: set[int] = set()
-            self.base.ancestors(self.keys_in_base, dirty)
-            clean = Cleaner(self.base, dirty, self.dvars, self.nodes.src)
+            invalidate(self.memo, self.rev, u0)
+            return Sub(self.nodes, self.dvars, None, None, rederive, self.memo, self.rev)
         skip = self.skip if self.nodes.calls else None  # no call body anywhere: none to skip
-        return Sub(self.nodes, self.dvars, skip, clean, self.rederive and self.retyped)
+        return Sub(self.nodes, self.dvars, skip, self._clean(), rederive)
+
+    def _clean(self) -> Cleaner:
+        """Bottom-up, the rewrite's own cleaner; advancing, one for this step's base (the latest graph)."""
+        if not self.advance:
+            return self.cleaner
+        dirty: set[int] = set()
+        self.base.ancestors(self.keys_in_base, dirty)
+        return Cleaner(self.base, dirty, self.dvars, self.nodes.src)
 
     def _created(self, u1: int, fresh: set[int]) -> frozenset[int]:
         """The new nodes of this graph that belong to the replacement (u1 and its new sources)."""
