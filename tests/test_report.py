@@ -233,3 +233,27 @@ def test_report_command(tmp_path: Path):
     bad = run_cli("report", p, "-o", tmp_path / "r.txt")
     assert bad.returncode == 1 and bad.stderr.count("\n") == 1 and "unknown output format" in bad.stderr
     assert not (tmp_path / "r.txt").exists()
+
+
+@pytest.mark.parametrize(("lo", "hi", "labels"), [
+    (7_500, 12_000, {"8 µs", "9 µs", "10 µs"}),  # under half a decade: every minor tick
+    (1_500, 12_000, {"2 µs", "5 µs", "10 µs"}),  # under one: 2× and 5× only
+    (100, 200_000, {"100 ns", "1 µs", "10 µs", "100 µs"}),  # more: the decades alone
+])
+def test_log_duration_axes_label_their_ticks_as_durations(lo: float, hi: float, labels: set):
+    """A log axis of durations reads in ns/µs/ms at every labelled tick, minor ones included (matplotlib's own
+    minor labels would be 8×10³, in ns)."""
+    from matplotlib.figure import Figure
+
+    from vizexport.report.plots import _log_durations
+    fig = Figure()
+    ax = fig.subplots()
+    ax.plot([lo, hi], [0, 1])
+    _log_durations(ax)
+    ax.set_xlim(lo, hi)
+    fig.canvas.draw()
+    axis = ax.xaxis
+    shown = {fmt(x) for locator, fmt in ((axis.get_major_locator(), axis.get_major_formatter()),
+                                         (axis.get_minor_locator(), axis.get_minor_formatter()))
+             for x in locator() if lo <= x <= hi}
+    assert shown - {""} == labels

@@ -12,7 +12,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from tqdm import tqdm
 
@@ -20,6 +20,7 @@ from . import __version__, api
 from .analysis import tables
 from .analysis.stats import ALPHA, MIN_EFFECT
 from .errors import InputError
+from .forks import discard_prepared, prepare
 from .gcpause import gc_paused
 from .graphs import DotMissing, show
 from .graphs.export import POLICIES
@@ -33,6 +34,7 @@ from .records import Profile, RewriteLog
 from .report import check_output, diff_text, report_text, write_diff, write_report
 from .report.diff_sections import verdict_counts
 from .report.run_sections import headline
+from .site import warm_plots
 from .site.serve import run_trace_processor, serve
 from .tinygrad.releases import RELEASES
 from .windows import WINDOW_EVENTS
@@ -259,16 +261,20 @@ def export_folder(inputs: Sequence[Path], outdir: Path, version: str | None = No
     """Profile and/or rewrites → a static site in `outdir` (trace, rewrite SVGs with manifest, index.html; with a
     profile the run report, with a baseline profile the diff from it)."""
     t0 = time.perf_counter()
-    with gc_paused():
-        prof, log = load_inputs(inputs, version, need_profile=False)
-        if baseline is not None or baseline_rewrites is not None:
-            if prof is None or baseline is None:
-                raise InputError(f"{baseline or baseline_rewrites}: --baseline needs this run's profile and the base "
-                                 "run's profile")
-            render_opts.update(baseline=load_one_profile(baseline, version),
-                               baseline_rewrites=load_rewrites_opt(baseline_rewrites, version))
-    with progress_bar("drawing rewrite steps", "") as progress:
-        index = api.build_site(outdir, prof, log, progress=progress, **render_opts)
+    prepare(warm_plots)  # the report's plots need matplotlib: its helper imports it while the inputs load
+    try:
+        with gc_paused():
+            prof, log = load_inputs(inputs, version, need_profile=False)
+            if baseline is not None or baseline_rewrites is not None:
+                if prof is None or baseline is None:
+                    raise InputError(f"{baseline or baseline_rewrites}: --baseline needs this run's profile and the "
+                                     "base run's profile")
+                render_opts.update(baseline=load_one_profile(baseline, version),
+                                   baseline_rewrites=load_rewrites_opt(baseline_rewrites, version))
+        with progress_bar("drawing rewrite steps", "") as progress:
+            index = api.build_site(outdir, prof, log, progress=progress, **render_opts)
+    finally:
+        discard_prepared()  # a rewrites trace alone has no report
     print(f"wrote {index} in {time.perf_counter() - t0:.2f} s")
     return index
 
@@ -508,5 +514,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
+def run() -> NoReturn:
+    """The console command: main(), then the process ends at once. A run holds millions of objects, and freeing them
+    one by one at interpreter exit takes a tenth of a second for nothing: every output is complete and closed."""
+    code = main()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BrokenPipeError:  # the reader left: as main's own handling of it
+        code = code or 141
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

@@ -2,6 +2,8 @@
 only the small results travel back. Used by the trace encoder, the SVG export and the site's step packs."""
 from __future__ import annotations
 
+import contextlib
+import gc
 import multiprocessing
 import os
 import signal
@@ -9,7 +11,9 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 _work: Callable[[Any], Any] | None = None  # the function forked workers run (inherited, never pickled)
+_prepared: dict[Callable[[], Any], Any] = {}  # warm function → the helper `prepare` forked to run it
 _STARTED = object()  # what started_map's generator yields once its workers run
+BACKGROUND_NICE = 10  # started_map's workers: CFS gives a nice-10 process about a tenth of a normal one's share
 
 
 def default_jobs() -> int:
@@ -29,24 +33,26 @@ def forked_map(fn: Callable[[Any], Any], items: Iterable[Any], jobs: int | None 
 
 def started_map(fn: Callable[[Any], Any], items: Iterable[Any], jobs: int | None = None) -> Iterator[Any]:
     """forked_map (unordered) whose workers are at work when it returns: the caller does something else, then takes
-    the results. Work done in this process (one job, no fork) waits until then."""
-    it = _map(fn, items, jobs, False, started=True)
+    the results. Work done in this process (one job, no fork) waits until then. The workers run at a lower priority
+    (BACKGROUND_NICE): what the caller and its other helpers do meanwhile is done first, and the workers, whose many
+    items share out evenly, take up the cores to the end, rather than one late helper alone on one core."""
+    it = _map(fn, items, jobs, False, started=True, nice=BACKGROUND_NICE)
     next(it)  # up to the pool's start
     return it
 
 
-def _map(fn: Callable[[Any], Any], items: Iterable[Any], jobs: int | None, ordered: bool, started: bool
-         ) -> Iterator[Any]:
+def _map(fn: Callable[[Any], Any], items: Iterable[Any], jobs: int | None, ordered: bool, started: bool,
+         nice: int = 0) -> Iterator[Any]:
     global _work
     items = list(items)
     jobs = max(1, default_jobs() if jobs is None else jobs)
-    if jobs == 1 or len(items) <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+    if jobs == 1 or len(items) <= 1 or not _can_fork():
         if started:
             yield _STARTED
         yield from map(fn, items)
         return
     _work = fn  # set before the fork: the workers inherit it
-    pool = multiprocessing.get_context("fork").Pool(min(jobs, len(items)), initializer=_worker_init)
+    pool = _pool(min(jobs, len(items)), nice)
     try:
         if started:
             yield _STARTED
@@ -60,13 +66,30 @@ def _map(fn: Callable[[Any], Any], items: Iterable[Any], jobs: int | None, order
         pool.join()
 
 
-def in_background(fn: Callable[..., Any], *args: Any) -> Callable[[], Any]:
-    """Start fn(*args) in a forked process (fn a module-level function, args and result picklable); returns the
-    function that waits for its result. In this process, at once, where there is no fork."""
-    if "fork" not in multiprocessing.get_all_start_methods():
+def prepare(warm: Callable[[], Any]) -> None:
+    """Fork now the helper process that a later in_background(…, warm=warm) will use, and have it run warm() (a slow
+    import) while this process is still busy with other things: the task then starts in a ready process."""
+    if warm not in _prepared and _can_fork():
+        _prepared[warm] = _pool(1, warm=warm)
+
+
+def discard_prepared() -> None:
+    """Stop the helpers `prepare` forked that no task used."""
+    while _prepared:
+        pool = _prepared.popitem()[1]
+        pool.terminate()
+        pool.join()
+
+
+def in_background(fn: Callable[..., Any], *args: Any, warm: Callable[[], Any] | None = None) -> Callable[[], Any]:
+    """Start fn(*args) in a forked process (fn a module-level function, args and result picklable) that has run
+    `warm()` first (the one `prepare(warm)` forked, if any); returns the function that waits for its result. In this
+    process, at once, where there is no fork."""
+    if not _can_fork():
         result = fn(*args)
         return lambda: result
-    pool = multiprocessing.get_context("fork").Pool(1, initializer=_worker_init)
+    pool = _prepared.pop(warm, None) if warm is not None else None
+    pool = pool or _pool(1, warm=warm)
     pending = pool.apply_async(fn, args)
     pool.close()
 
@@ -79,14 +102,34 @@ def in_background(fn: Callable[..., Any], *args: Any) -> Callable[[], Any]:
     return wait
 
 
+def _can_fork() -> bool:
+    return "fork" in multiprocessing.get_all_start_methods()
+
+
+def _pool(n: int, nice: int = 0, warm: Callable[[], Any] | None = None) -> Any:
+    """n forked workers at `nice`, each running warm() first. The parent's objects are frozen for the fork: a
+    collection in a worker then never walks them, which would copy every page they are on (and take a tenth of a
+    site's pack time)."""
+    gc.freeze()
+    try:
+        return multiprocessing.get_context("fork").Pool(n, initializer=_worker_init, initargs=(nice, warm))
+    finally:
+        gc.unfreeze()
+
+
 def _call(item: Any) -> Any:
     assert _work is not None
     return _work(item)
 
 
-def _worker_init() -> None:
+def _worker_init(nice: int = 0, warm: Callable[[], Any] | None = None) -> None:
+    if nice and hasattr(os, "nice"):
+        os.nice(nice)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops the pool
     signal.signal(signal.SIGTERM, _exit)
+    if warm is not None:
+        with contextlib.suppress(Exception):  # a failing initializer would be forked again and again: the task says it
+            warm()
 
 
 def _exit(signum: int, frame: Any) -> None:

@@ -9,7 +9,7 @@ import numpy as np
 from matplotlib import rc_context
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, NullFormatter
+from matplotlib.ticker import Formatter, FuncFormatter, NullFormatter
 
 from ..analysis.categories import CATEGORIES
 from ..analysis.diff import Diff
@@ -38,6 +38,27 @@ def tick_duration(x: float, _pos: object = None) -> str:
 
 
 DURATION = FuncFormatter(tick_duration)
+MINOR_ALL, MINOR_SOME = 0.4, 1.0  # decades an axis may span for all its minor ticks, or 2× and 5×, to be labelled
+
+
+class MinorDurations(Formatter):
+    """Minor ticks of a log duration axis as durations, labelled only where its few decades leave too few major
+    ticks to read it (as matplotlib's log formatter does, whose labels would be 8×10³ ns and cost a mathtext
+    parse each)."""
+
+    def __call__(self, x: float, pos: object = None) -> str:
+        lo, hi = sorted(self.axis.get_view_interval()) if self.axis else (0, 0)
+        if x <= 0 or lo <= 0 or np.log10(hi / lo) > MINOR_SOME:
+            return ""
+        coeff = round(x / 10 ** np.floor(np.log10(x) + 1e-9))
+        return tick_duration(x) if np.log10(hi / lo) <= MINOR_ALL or coeff in (2, 5) else ""
+
+
+def _log_durations(ax: Axes) -> None:
+    """A log x axis of durations."""
+    ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(DURATION)
+    ax.xaxis.set_minor_formatter(MinorDurations())
 
 
 def _svg(fig: Figure, name: str) -> str:
@@ -114,7 +135,7 @@ def _spread(r: Report) -> Figure | None:
     ax.hlines(y, [k.p10_ns for k in ks], [k.p90_ns for k in ks], colors=colors, linewidth=6, alpha=0.6)
     ax.scatter([k.median_ns for k in ks], y, marker="|", s=120, color="black", zorder=3)
     _kernel_rows(ax, y, ks)
-    ax.xaxis.set_major_formatter(DURATION)
+    _log_durations(ax)
     ax.set(title="Launch durations of the top kernels: min–max, p10–p90, median")
     return fig
 
@@ -136,9 +157,8 @@ def _histograms(r: Report) -> Figure | None:
         for cat, counts in h.counts.items():
             ax.bar(edges[:-1], counts, width=np.diff(edges), bottom=bottom, align="edge", color=COLORS[cat], label=cat)
             bottom += counts
-        ax.set_xscale("log")
-        ax.xaxis.set_major_formatter(DURATION)
-        ax.tick_params(axis="x", labelrotation=30)
+        _log_durations(ax)
+        ax.tick_params(axis="x", which="both", labelrotation=30)
         ax.set(title=h.device, xlabel="launch duration")
     axes[0].set_ylabel("launches")
     axes[-1].legend(loc="upper right")
@@ -156,8 +176,9 @@ def _latency(r: Report) -> Figure | None:
     for x, s in zip(r.latency, samples, strict=False):
         ax.hist(s, bins=bins, histtype="step", linewidth=1.5, label=x.device)
     if log:
-        ax.set_xscale("log")
-    ax.xaxis.set_major_formatter(DURATION)
+        _log_durations(ax)
+    else:
+        ax.xaxis.set_major_formatter(DURATION)
     ax.set(title="Launch latency: device start − host exec", xlabel="latency", ylabel="launches")
     ax.legend(loc="upper right")
     return fig

@@ -104,7 +104,7 @@ def build_site(outdir: Path, summary: ProfileSummary | None = None, graphs: Step
     _static(outdir)
     env, common = _env(), {"version": __version__}
     code: dict[str, str] = {}  # highlighted sources (a kernel page and its context page show the same)
-    plots = in_background(_plots, report, diff) if report is not None or diff is not None else None  # matplotlib
+    plots = in_background(_plots, report, diff, warm=warm_plots) if report is not None or diff is not None else None
     contexts = _context_pages(graphs)
     packs = write_packs(graphs, outdir / rewrites_dir / "packs", jobs) if graphs is not None else iter(())
     kernels = _kernels(timeline, contexts, listings or [])
@@ -119,14 +119,19 @@ def build_site(outdir: Path, summary: ProfileSummary | None = None, graphs: Step
     for kp in kernels:
         _page(env, outdir / kp.page, "kernel.html", 1, title=kp.label, kp=kp, k=kp.kernel, t0=t0, ctx=kp.ctx,
               source=_highlighted(kp.ctx.context.source if kp.ctx else None, code), **common)
-    _take_packs(contexts, packs, progress)  # the step packs, written meanwhile
     packs_dir = f"{rewrites_dir}/packs/".removeprefix("./")
-    for c in contexts:
+
+    def context_page(c: ContextPage) -> None:
         config = {"context": c.index, "header": HEADER, "highlight": HIGHLIGHT, "darkBelow": DARK_BELOW,
                   "maxNodes": max_nodes}
         _page(env, outdir / c.page, "context.html", 1, title=c.name, c=c, ctx=c.context, config=config,
               pack=f"{packs_dir}{c.pack.path}" if c.pack else None,
               source=None if c.kernels else _highlighted(c.context.source, code), **common)
+    for c in contexts:
+        if not c.context.rewrites:  # no pack
+            context_page(c)
+    for c in _take_packs(contexts, packs, progress):  # each page as its step pack, written meanwhile, is done
+        context_page(c)
     answers = _answers(env, outdir, report, diff, plots() if plots else ({}, {}), common)
     releases = [(label, r) for label, r in (("Profile", summary and summary.tinygrad),
                                             ("Rewrites", graphs and ReleaseInfo.of(graphs.release))) if r]
@@ -151,8 +156,14 @@ def _window_bar(split: Split, outdir: Path) -> list[dict]:
              "events": w["events"], "pct": 100 * (w["end_ns"] - w["start_ns"]) / span} for w in wins]
 
 
+def warm_plots() -> None:
+    """What the plots' helper does before it has its task: import matplotlib (a third of a second). The command
+    forks it first thing (forks.prepare), so that this runs while the inputs load."""
+    from ..report import plots  # noqa: F401
+
+
 def _plots(report: Report | None, diff: Diff | None) -> tuple[dict[str, str], dict[str, str]]:
-    """The report's and the diff's plots (run in the background: matplotlib takes a second or two)."""
+    """The report's and the diff's plots (run in the background: matplotlib takes a second)."""
     from ..report.plots import diff_plots, report_plots  # matplotlib: imported only to draw
     return report_plots(report) if report is not None else {}, diff_plots(diff) if diff is not None else {}
 
@@ -205,10 +216,13 @@ def _context_pages(graphs: StepGraphs | None) -> list[ContextPage]:
     return [ContextPage(c, n, f"ctx/{page_name(c.key.name, n)}.html") for n, c in enumerate(graphs.contexts)]
 
 
-def _take_packs(pages: list[ContextPage], packs: Iterator[PackInfo], progress: Progress | None) -> None:
+def _take_packs(pages: list[ContextPage], packs: Iterator[PackInfo], progress: Progress | None
+                ) -> Iterator[ContextPage]:
+    """The pages of the contexts with rewrites, each once its pack is written (in the order they finish)."""
     todo = sum(1 for p in pages if p.context.rewrites)
     for done, info in enumerate(packs, 1):
         pages[info.index].pack = info
+        yield pages[info.index]
         if progress:
             progress(done, todo)
 

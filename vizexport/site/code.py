@@ -4,7 +4,10 @@ of the code)."""
 from __future__ import annotations
 
 import html
+from collections.abc import Iterator
 from functools import cache
+from itertools import groupby
+from operator import itemgetter
 
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import CLexer
@@ -22,6 +25,7 @@ def _styled() -> frozenset[_TokenType]:
                      and any(s[k] for k in ("color", "bgcolor", "bold", "italic", "underline", "border")))
 
 
+@cache
 def _class(t: _TokenType) -> str:
     styled = _styled()
     while t not in styled and t.parent is not None:
@@ -29,17 +33,19 @@ def _class(t: _TokenType) -> str:
     return STANDARD_TYPES[t] if t in styled else ""
 
 
-def highlight_c(src: str) -> str:
-    """`src` (C-like kernel source) as <pre class="hl"> HTML."""
-    runs: list[list[str]] = []  # [class, text]
+def _classed(src: str) -> Iterator[tuple[str, str]]:
+    """(class, text) of each token; spaces take the class of the token before them, so that they join its run."""
+    cls = ""
     for ttype, value in CLexer().get_tokens(src):
-        cls = _class(ttype) if value.strip() else (runs[-1][0] if runs else "")  # spaces join the run they are in
-        if runs and runs[-1][0] == cls:
-            runs[-1][1] += value
-        else:
-            runs.append([cls, value])
-    body = "".join(f'<span class="{c}">{html.escape(v, False)}</span>' if c else html.escape(v, False)
-                   for c, v in runs)
+        if value.strip():
+            cls = _class(ttype)
+        yield cls, value
+
+
+def highlight_c(src: str) -> str:
+    """`src` (C-like kernel source) as <pre class="hl"> HTML: one span per run of tokens of one class."""
+    runs = ((c, html.escape("".join(v for _, v in run), False)) for c, run in groupby(_classed(src), itemgetter(0)))
+    body = "".join(f'<span class="{c}">{v}</span>' if c else v for c, v in runs)
     return f'<pre class="{CSS_SCOPE[1:]}">{body}</pre>'
 
 

@@ -6,6 +6,7 @@ pickles hold UOp objects, which are numbered here by identity (the pickle memo k
 from __future__ import annotations
 
 import os
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -118,15 +119,15 @@ class _UOpTable:
         return [leaf for f in self.raw.values() if (leaf := uop_leaf(*f[:4])) is not None]
 
     def name_ops(self, release: Release) -> None:
-        ops, dtype_text = enum_table(release.name), DTypeText(release.name)
-        if sum(len(f[2]) for f in self.raw.values()) > self.budget:
+        ops, dtype_text, raw = enum_table(release.name), DTypeText(release.name), self.raw
+        if sum(map(len, (f[2] for f in raw.values()))) > self.budget:
             raise BudgetError("the UOp table holds more source references than its budget")
-        for i, f in self.raw.items():
-            op, src = int(f[0]), tuple(f[2])
-            if type(i) is not int or not all(type(s) is int for s in src):
-                raise ValueError(f"UOp {text(i)} has a non-integer id or source")
-            self.uops[i] = UOpRec(op, ops.get(op, f"Ops({op})"), dtype_text(f[1]), src, f[3],
-                                  f[4] if len(f) > 4 else None)
+        if not {int}.issuperset(map(type, chain(raw, chain.from_iterable(f[2] for f in raw.values())))):
+            bad = next(i for i, f in raw.items() if type(i) is not int or not all(type(s) is int for s in f[2]))
+            raise ValueError(f"UOp {text(bad)} has a non-integer id or source")
+        names = {op: ops.get(op, f"Ops({op})") for op in {int(f[0]) for f in raw.values()}}
+        self.uops.update((i, UOpRec(op := int(f[0]), names[op], dtype_text(f[1]), tuple(f[2]), f[3],
+                                    f[4] if len(f) > 4 else None)) for i, f in raw.items())
 
 
 def _rewrite_name(name: Any, loc: tuple[str, int] | None) -> str:
