@@ -9,7 +9,7 @@ import numpy as np
 from matplotlib import rc_context
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.ticker import Formatter, FuncFormatter, NullFormatter
+from matplotlib.ticker import Formatter, FuncFormatter, LogFormatter, NullFormatter
 
 from ..analysis.categories import CATEGORIES
 from ..analysis.diff import Diff
@@ -38,6 +38,17 @@ def tick_duration(x: float, _pos: object = None) -> str:
 
 
 DURATION = FuncFormatter(tick_duration)
+SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+PLAIN_DECADES = range(-3, 5)  # 0.001 … 10000 as they are; beyond, 10⁻⁴, 10⁵
+
+
+def tick_decade(x: float, _pos: object = None) -> str:
+    """A log axis's major tick (a power of ten) as plain text: 0.01, 100, 10⁻⁴, 10⁶."""
+    k = round(np.log10(x)) if x > 0 else 0
+    return f"{x:g}" if k in PLAIN_DECADES or x <= 0 else "10" + str(k).translate(SUPERSCRIPT)
+
+
+DECADE = FuncFormatter(tick_decade)
 MINOR_ALL, MINOR_SOME = 0.4, 1.0  # decades an axis may span for all its minor ticks, or 2× and 5×, to be labelled
 
 
@@ -218,6 +229,9 @@ def _roofline(r: Report) -> Figure | None:
     ax.scatter([a.intensity for a in pts], [a.gflops for a in pts], s=20 + 200 * size / size.max(), alpha=0.6)
     ax.set_xscale("log")
     ax.set_yscale("log")
+    for axis in (ax.xaxis, ax.yaxis):  # plain text: the default 10^x labels cost a mathtext parse each
+        axis.set_major_formatter(DECADE)
+        axis.set_minor_formatter(LogFormatter(10, labelOnlyBase=False))
     x = np.geomspace(*ax.get_xlim(), 50)
     if r.peaks.gbs:
         roof = x * r.peaks.gbs if not r.peaks.gflops else np.minimum(x * r.peaks.gbs, r.peaks.gflops)
