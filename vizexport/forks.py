@@ -1,5 +1,6 @@
 """Work spread over forked processes: each inherits the parent's memory (a profile's timeline, a rewrites trace), so
-only the small results travel back. Used by the trace encoder, the SVG export and the site's step packs."""
+only the small results travel back. Used by the trace encoder, the SVG export, the site's step packs, the streaming
+reader's scan, and the report's plots (a helper forked ahead of its task: `prepare`)."""
 from __future__ import annotations
 
 import contextlib
@@ -108,8 +109,8 @@ def _can_fork() -> bool:
 
 def _pool(n: int, nice: int = 0, warm: Callable[[], Any] | None = None) -> Any:
     """n forked workers at `nice`, each running warm() first. The parent's objects are frozen for the fork: a
-    collection in a worker then never walks them, which would copy every page they are on (and take a tenth of a
-    site's pack time)."""
+    collection in a worker then never walks them, which would copy every page they are on (2-3 % of a site's pack
+    time)."""
     gc.freeze()
     try:
         return multiprocessing.get_context("fork").Pool(n, initializer=_worker_init, initargs=(nice, warm))
