@@ -86,8 +86,9 @@ def main() -> None:
     args = ap.parse_args()
     keep = args.keep or Path(tempfile.mkdtemp(prefix="vizexport-bench-site-"))
     codes = [("this", ROOT)] + ([("baseline", args.baseline)] if args.baseline else [])
-    for _, code in codes:  # as pip installs it: bytecode compiled (PYTHONDONTWRITEBYTECODE would recompile at every
-        compileall.compile_dir(code / "vizexport", quiet=1)  # build: ~0.12 s here)
+    # as pip installs it: bytecode compiled (PYTHONDONTWRITEBYTECODE would recompile at every build: ~0.12 s here)
+    for _, code in codes:
+        compileall.compile_dir(code / "vizexport", quiet=1)
     print(f"{'run':14} {'code':9} {'seconds':>8} {'MB':>7} {'files':>6}")
     for name in args.runs.split(","):
         run = run_folder(name)

@@ -124,7 +124,7 @@ def _call(item: Any) -> Any:
 
 
 def _worker_init(nice: int = 0, warm: Callable[[], Any] | None = None) -> None:
-    if nice and hasattr(os, "nice"):
+    if nice:
         os.nice(nice)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops the pool
     signal.signal(signal.SIGTERM, _exit)

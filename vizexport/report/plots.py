@@ -59,10 +59,12 @@ class MinorDurations(Formatter):
 
     def __call__(self, x: float, pos: object = None) -> str:
         lo, hi = sorted(self.axis.get_view_interval()) if self.axis else (0, 0)
-        if x <= 0 or lo <= 0 or np.log10(hi / lo) > MINOR_SOME:
+        if x <= 0 or lo <= 0:
             return ""
+        decades = np.log10(hi / lo)
         coeff = round(x / 10 ** np.floor(np.log10(x) + 1e-9))
-        return tick_duration(x) if np.log10(hi / lo) <= MINOR_ALL or coeff in (2, 5) else ""
+        shown = decades <= MINOR_ALL or (decades <= MINOR_SOME and coeff in (2, 5))
+        return tick_duration(x) if shown else ""
 
 
 def _log_durations(ax: Axes) -> None:

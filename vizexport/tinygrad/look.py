@@ -57,7 +57,7 @@ class NodeLook:
         self._foldable: dict[int, bool] = {}
 
     def look_key(self, n: int) -> Hashable:
-        """Equal for nodes whose label and text are equal (equal op, dtype, argument and tag)."""
+        """Equal for nodes whose label, fill and text are equal (equal op, dtype, argument and tag)."""
         raise NotImplementedError
 
     def label(self, n: int) -> str:

@@ -693,7 +693,8 @@ class _Run:
         self.dvars: dict[int, int] = {}
         self.keys_in_base: set[int] = set()  # advancing: replacement keys present in the current graph
         self.dirty0: set[int] = set()  # bottom-up: nodes of the original graph with a key below them
-        self.cleaner = Cleaner(self.base, self.dirty0, self.dvars, self.nodes.src)  # bottom-up: kept for all steps
+        # bottom-up: one cleaner for all steps; advancing: one per step, over that step's base (_clean)
+        self.cleaner = None if self.advance else Cleaner(self.base, self.dirty0, self.dvars, self.nodes.src)
         # results persist across steps unless a call body could be skipped (tinygrad's order-dependent rule)
         calls = self._has_calls(live.ref)
         self.memo: dict[int, int] | None = None if walk or calls else {}
@@ -784,7 +785,7 @@ class _Run:
         if self.advance:
             if u0 in self.base:
                 self.keys_in_base.add(u0)
-        else:
+        elif self.cleaner is not None:
             self.cleaner.dirtied([u0, *self.base.ancestors([u0], self.dirty0)])
         rederive = self.rederive and self.retyped
         if self.memo is not None:
@@ -795,7 +796,7 @@ class _Run:
 
     def _clean(self) -> Cleaner:
         """Bottom-up, the rewrite's own cleaner; advancing, one for this step's base (the latest graph)."""
-        if not self.advance:
+        if self.cleaner is not None:
             return self.cleaner
         dirty: set[int] = set()
         self.base.ancestors(self.keys_in_base, dirty)
