@@ -3,11 +3,14 @@ released memo entry that is fetched again makes it give up rather than return wr
 from __future__ import annotations
 
 import io
+import os
 import pickle
+from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
-from vizexport import pickles
+from vizexport import opscan, pickles
 from vizexport.perfetto import proto
 from vizexport.pickles import InputError, StreamAbort
 from vizexport.tinygrad.profile import profile_from, stream_profile
@@ -43,21 +46,52 @@ def test_fixture_streams_identically(path):
     _same(path)
 
 
-def test_batches_arrive_in_order():
+def test_batches_arrive_in_order(tmp_path):
     got: list = []
     pickles.stream(SAMPLE, got.append)
-    assert [len(b) for b in got][:-1] == [1000] * (len(got) - 1) or len(got) == 1
     assert repr([e for b in got for e in b]) == repr(pickles.load(SAMPLE)[0])
+    shared, events = _shared_pickle(tmp_path)
+    got = []
+    pickles.stream(shared, got.append)  # pickle's batches of 1,000 are handed on 16,000 at a time
+    assert [len(b) for b in got] == [16000, 14000] and [e for b in got for e in b] == events
 
 
-def test_fetching_a_released_entry_aborts(monkeypatch, tmp_path):
-    """Release every entry after its frame (ignoring later fetches): the sentinel check must notice."""
+@pytest.fixture(params=["walk", "beside"])
+def pass1(request, monkeypatch):
+    """Run a test with each pass 1: the sequential walk first, or opscan beside pass 2 (made to take these small
+    pickles, in blocks of a few frames, counted at most one frame behind pass 2)."""
+    used = SimpleNamespace(beside=request.param == "beside", searched=[])  # opscan's byte search runs in this process
+    if used.beside:
+        monkeypatch.setattr(pickles, "_BESIDE_MIN", 0)
+        monkeypatch.setattr(pickles, "_BLOCKS", (1, 2))
+        monkeypatch.setattr(pickles, "_BLOCK", 3)
+        monkeypatch.setattr(pickles, "_LAG", 1)
+        search = opscan.fetch_candidates
+        monkeypatch.setattr(opscan, "fetch_candidates", lambda *a, **k: used.searched.append(a) or search(*a, **k))
+    return used
+
+
+def _frames(path) -> list[int]:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return pickles._frame_offsets(fd, os.fstat(fd).st_size)
+    finally:
+        os.close(fd)
+
+
+def test_fetching_a_released_entry_aborts(monkeypatch, tmp_path, pass1):
+    """Release every entry after its frame (as if nothing fetched it later): the sentinel check must notice."""
     devices = [f"device {n}" for n in range(3)]  # each fetched again for 10,000 events (many frames)
     events = [{"name": f"n{i}", "dev": devices[i // 10000], "ts": str(i)} for i in range(30000)]
     path = tmp_path / "p.pkl"
     path.write_bytes(pickle.dumps(events, protocol=4))
-    assert len(pickles._scan(open(path, "rb"), path.stat().st_size).frames) > 2
-    monkeypatch.setattr(pickles._Plan, "finish", lambda self: setattr(self, "last", {}))
+    assert len(_frames(path)) > 5
+    pickles.stream(path, lambda items: None)
+    init = pickles._Plan.__init__
+
+    def forgetful(self, size, frames, fetched, last, *rest):
+        init(self, size, frames, fetched[:0], last[:0], *rest)
+    monkeypatch.setattr(pickles._Plan, "__init__", forgetful)
     with pytest.raises(StreamAbort, match="released"):
         pickles.stream(path, lambda items: None)
 
@@ -104,23 +138,80 @@ def test_refused_global_is_refused_while_streaming(tmp_path):
         stream_profile(path, min_bytes=0)
 
 
-@pytest.mark.parametrize("path", [SAMPLE, *fixture_params("tinygrad/0.14.0-hcq2/profile.pkl")])
-def test_scan_in_parts_equals_one_scan(monkeypatch, tmp_path, path):
-    """Pass 1 split over forked scanners (frames are independent) plans exactly what one sequential scan plans, on a
-    real profile and on one whose shared objects are fetched from many later frames; and the stream then loads."""
+def _shared_pickle(tmp_path):
+    devices = [f"device {n}" for n in range(3)]
+    # made after 300 events: memo entries past BINGET's 256, fetched by LONG_BINGET from every later frame
+    events = [{"name": f"n{i}", "dev": devices[i % 3] if i >= 300 else f"own {i}", "ts": str(i)} for i in range(30000)]
+    path = tmp_path / "shared.pkl"
+    path.write_bytes(pickle.dumps(events, protocol=4))
+    return path, events
+
+
+@pytest.mark.parametrize("path", [SAMPLE, *fixture_params("tinygrad/0.14.0-hcq2/profile.pkl"),
+                                  *fixture_params("sqtt/gfx950/profile_gemm_run_0.pkl")])
+def test_opscan_plans_what_the_walk_plans(tmp_path, path):
+    """opscan (many frames at once, any split into blocks) counts each frame's memo entries exactly as the
+    sequential walk does, and its byte search finds every LONG_BINGET fetch, none later than it may be: on real
+    profiles and on one whose shared objects are fetched from many later frames."""
     if path is None:
         pytest.skip("fixture not present")
-    devices = [f"device {n}" for n in range(3)]
-    events = [{"name": f"n{i}", "dev": devices[i % 3], "ts": str(i)} for i in range(60000)]
-    shared = tmp_path / "shared.pkl"
-    shared.write_bytes(pickle.dumps(events, protocol=4))
-    monkeypatch.setattr(pickles, "_PARALLEL_SCAN", 0)
+    shared, _ = _shared_pickle(tmp_path)
     for p in (path, shared):
-        size = p.stat().st_size
-        with open(p, "rb") as f:
-            one, parts = pickles._scan(f, size, jobs=1), pickles._scan(f, size, jobs=3)
-        assert len(one.frames) >= 2 and one.frames == parts.frames and one.memo_at == parts.memo_at
-        assert one.due == parts.due and one.kept == parts.kept
+        size, frames = p.stat().st_size, _frames(p)
+        ends = [*frames[1:], size]
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            walked = pickles._walk(fd, size, True)
+            for block in (len(frames) // 2 + 1, len(frames)):  # each call walks as many steps as its longest frame
+                counts = [opscan.frame_memos(fd, frames[a:a + block], ends[a:a + block], a + block >= len(frames))
+                          for a in range(0, len(frames), block)]
+                assert np.concatenate(counts).tolist() == walked.memos
+            fetched, last = opscan.fetch_candidates(fd, size, frames, chunk=4096)  # fetches across chunks too
+        finally:
+            os.close(fd)
+        assert walked.frames == frames and sum(walked.memos) > 1000
+        found = dict(zip(fetched.tolist(), last.tolist(), strict=True))
+        real = {i: f for i, f in walked.fetches.items() if i >= 256}
+        assert all(found.get(i, -1) >= f for i, f in real.items()) and (real or p != shared)
+        assert sum(i < sum(walked.memos) for i in found) == len(real)  # no false candidate in range here
+
+
+def test_opscan_refuses_what_it_cannot_count(tmp_path):
+    """A frame whose opcode runs past its end, or that holds an opcode the stream does not take, is not counted."""
+    path = tmp_path / "p.pkl"
+    path.write_bytes(pickle.dumps([(f"s{i:08d}", i) for i in range(20000)], protocol=4))
+    data, frames = path.read_bytes(), _frames(path)
+    ends = [*frames[1:], len(data)]
+
+    def memos(blob: bytes):
+        path.write_bytes(blob)
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            return opscan.frame_memos(fd, frames, ends, True)
+        finally:
+            os.close(fd)
+    assert memos(data).sum() > 20000
+    last = data.rindex(b"\x8c\x09s", 0, frames[1])  # the last SHORT_BINUNICODE in frame 0, made to run past its end
+    at = data.index(b"\x8c\x09s", frames[1])
+    for bad in (data[:last + 1] + b"\xff" + data[last + 2:],
+                data[:at] + b"\x8e" + (1 << 63).to_bytes(8, "little") + data[at + 9:],  # BINBYTES8 past int64
+                data[:at] + b"Q" + data[at + 1:]):  # BINPERSID: never taken
+        assert len(bad) == len(data) and memos(bad) is None
+
+
+@pytest.mark.parametrize("path", [SAMPLE, *fixture_params("tinygrad/*/profile.pkl"),
+                                  *fixture_params("sqtt/gfx1100/profile_gemm_run_0.pkl")])
+def test_streams_identically_with_pass1_beside(path, pass1):
+    """Both pass 1s give the records and trace bytes of the whole-file load."""
+    if path is None:
+        pytest.skip("fixture not present")
+    _same(path)
+    if pass1.beside and _frames(path) is not None:
+        assert pass1.searched
+
+
+def test_big_shared_pickle_streams(tmp_path, pass1):
+    shared, events = _shared_pickle(tmp_path)
     got: list = []
     pickles.stream(shared, got.extend)
     assert got == events

@@ -8,12 +8,14 @@ import gc
 import multiprocessing
 import os
 import signal
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 _work: Callable[[Any], Any] | None = None  # the function forked workers run (inherited, never pickled)
 _prepared: dict[Callable[[], Any], Any] = {}  # warm function → the helper `prepare` forked to run it
 _STARTED = object()  # what started_map's generator yields once its workers run
+TERMINATE_GRACE = 2.0  # seconds a stopped worker has to exit before it is killed
 BACKGROUND_NICE = 10  # started_map's workers: CFS gives a nice-10 process about a tenth of a normal one's share
 
 
@@ -60,7 +62,7 @@ def _map(fn: Callable[[Any], Any], items: Iterable[Any], jobs: int | None, order
         yield from (pool.imap if ordered else pool.imap_unordered)(_call, items)
         pool.close()
     except BaseException:
-        pool.terminate()
+        _terminate(pool)
         raise
     finally:
         _work = None
@@ -78,7 +80,7 @@ def discard_prepared() -> None:
     """Stop the helpers `prepare` forked that no task used."""
     while _prepared:
         pool = _prepared.popitem()[1]
-        pool.terminate()
+        _terminate(pool)
         pool.join()
 
 
@@ -96,11 +98,28 @@ def in_background(fn: Callable[..., Any], *args: Any, warm: Callable[[], Any] | 
 
     def wait() -> Any:
         try:
-            return pending.get()
+            result = pending.get()
+        except BaseException:
+            _terminate(pool)
+            raise
         finally:
-            pool.terminate()
-            pool.join()
+            pool.join()  # closed: the worker exits of itself once its task is done
+        return result
     return wait
+
+
+def _terminate(pool: Any) -> None:
+    """pool.terminate(), and SIGKILL for a worker still there TERMINATE_GRACE seconds later. terminate() sends SIGTERM
+    (the worker exits through SystemExit, cleaning up), then holds the task queue's lock and waits for every worker:
+    one whose SIGTERM came just as it began to wait for that lock never runs its handler, and would be waited for
+    forever."""
+    workers = list(pool._pool)
+    timer = threading.Timer(TERMINATE_GRACE, lambda: [p.kill() for p in workers])  # kill() skips reaped ones
+    timer.start()
+    try:
+        pool.terminate()
+    finally:
+        timer.cancel()
 
 
 def _can_fork() -> bool:

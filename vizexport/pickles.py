@@ -7,7 +7,6 @@ for more bytes than the file has left is refused before anything that size is ma
 """
 from __future__ import annotations
 
-import bisect
 import builtins
 import io
 import itertools
@@ -17,15 +16,19 @@ import reprlib
 import secrets
 import stat
 import sys
-from array import array
+from collections.abc import Iterator
 from contextlib import redirect_stderr
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from . import opscan
 from .errors import InputError
-from .forks import default_jobs, forked_map
+from .forks import started_map
+from .opscan import COUNT1, COUNT4, COUNT8, FIXED, NOARG
 
 
 class StandInType(type):
@@ -282,33 +285,26 @@ def load(path: str | Path) -> tuple[Any, set[str]]:
 # A profile.pkl is one list. pickle.load keeps every object it made in the unpickler's memo until the end, so a
 # 20M-event profile needs ~19 GiB however little of it the reader keeps. `stream` instead hands each APPENDS batch
 # to a consumer and drops memo entries nothing will fetch again:
-#   pass 1 (`_scan`) walks the opcodes once: where each FRAME starts, how many memo entries exist there, and the last
-#     frame that fetches (GET) each entry;
+#   pass 1 finds where each FRAME starts, how many memo entries each frame makes, and the last frame that fetches
+#     (GET) each entry. A big framed pickle is scanned beside pass 2, in forked workers (opscan: many frames at once),
+#     its fetches found first by a byte search (a superset); a small or unframed one by one sequential walk first
+#     (`_scan`).
 #   pass 2 runs the C unpickler on the same bytes with two changes fed in between frames: the list is replaced by a
 #     sink whose `extend` receives each batch, and each entry past its last use is overwritten with a sentinel
 #     (LONG_BINPUT on a filled slot keeps the memo's numbering: MEMOIZE numbers by count). Every overwrite adds one
 #     reference to the sentinel, so any other reference means a released entry was fetched: the load is abandoned
 #     (the caller loads the whole file instead) rather than return wrong data.
 
-def _ops(*codes: bytes) -> frozenset[int]:
-    return frozenset(c[0] for c in codes)
-
-
 OP = pickle  # opcodes: the pickle module's constants (one byte each)
-_NOARG = _ops(OP.MARK, OP.STOP, OP.POP, OP.POP_MARK, OP.DUP, OP.NONE, OP.REDUCE, OP.APPEND, OP.BUILD, OP.DICT,
-              OP.EMPTY_DICT, OP.APPENDS, OP.LIST, OP.EMPTY_LIST, OP.OBJ, OP.EMPTY_TUPLE, OP.SETITEM, OP.TUPLE,
-              OP.SETITEMS, OP.NEWOBJ, OP.TUPLE1, OP.TUPLE2, OP.TUPLE3, OP.NEWTRUE, OP.NEWFALSE, OP.EMPTY_SET,
-              OP.ADDITEMS, OP.FROZENSET, OP.NEWOBJ_EX, OP.STACK_GLOBAL)
-_FIXED = {OP.BININT1[0]: 1, OP.PROTO[0]: 1, OP.BININT2[0]: 2, OP.BININT[0]: 4, OP.BINFLOAT[0]: 8}  # argument bytes
-# a length of 1, 4 or 8 bytes, then that many bytes
-_COUNT1 = _ops(OP.SHORT_BINUNICODE, OP.SHORT_BINBYTES, OP.SHORT_BINSTRING, OP.LONG1)
-_COUNT4 = _ops(OP.BINUNICODE, OP.BINBYTES, OP.BINSTRING, OP.LONG4)
-_COUNT8 = _ops(OP.BINUNICODE8, OP.BINBYTES8, OP.BYTEARRAY8)
 _MEMOIZE, _BINGET, _LONG_BINGET, _FRAME, _STOP = (OP.MEMOIZE[0], OP.BINGET[0], OP.LONG_BINGET[0], OP.FRAME[0],
                                                    OP.STOP[0])
 _ENDS_LIST = OP.APPENDS + OP.APPEND  # the opcodes a non-empty top-level list ends with, before STOP
 _CHUNK = 1 << 22
 _KEEP_BELOW = 256  # memo entries fetched by BINGET (1-byte index) stay: a few hundred classes and names
+_BESIDE_MIN = 64 << 20  # framed pickles this big are scanned beside pass 2; smaller ones first, in one walk
+_BLOCKS = (512, 1024)  # frames per scan of pass 1 beside pass 2: small first (pass 2 waits for them), then …
+_BLOCK = 2048  # … this many (each numpy step of opscan then moves ~2,000 cursors: fewer would cost more steps)
+_LAG = 256  # frames pass 2 may read before pass 1 beside it has counted their memo entries (~16 MB of pickle)
 
 
 class StreamAbort(Exception):
@@ -316,41 +312,60 @@ class StreamAbort(Exception):
 
 
 class _Plan:
-    """What pass 1 learnt: frame offsets, memo count at each frame, entries to keep past their frame."""
+    """What pass 1 learns: where each frame starts, the memo entries each makes (counts come in blocks of frames,
+    perhaps while pass 2 runs), and the entries that may be fetched with the last frame that may fetch each."""
 
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self.frames: list[int] = []  # offset of each FRAME opcode
-        self.memo_at: list[int] = []  # memo entries made before each frame
-        self.last: dict[int, int] = {}  # memo index → last frame that fetches it
-        self.due: dict[int, list[int]] = {}  # frame → entries fetched from a later frame, released after it
-        self.kept: list[int] = []  # sorted: the entries in `due`
+    def __init__(self, size: int, frames: list[int], fetched: np.ndarray, last: np.ndarray,
+                 counts: Iterator[tuple[int, np.ndarray | None]], lag: int = 0) -> None:
+        self.size, self.frames, self.fetched, self.last, self.lag = size, frames, fetched, last, lag
+        self.counts, self.early = counts, {}  # blocks (first frame, memo counts) in any order; those that came early
+        self.memo_at = [0]  # memo entries made before each frame counted so far
+        self.due: dict[int, list[int]] = {}  # frame → entries made earlier that it is the last to fetch
+
+    def _count(self, j: int) -> None:
+        """Wait until frame j's memo entries are counted."""
+        while len(self.memo_at) <= j + 1:
+            block = self.early.pop(len(self.memo_at) - 1, None)
+            if block is None:
+                first, memos = next(self.counts)
+                if memos is None:
+                    raise StreamAbort("pass 1 found an opcode it does not take")
+                self.early[first] = memos
+                continue
+            self.memo_at += (self.memo_at[-1] + np.cumsum(block)).tolist()
+        if self.memo_at[j + 1] >= 1 << 32:
+            raise StreamAbort("more memo entries than LONG_BINPUT can name")
+
+    def releases(self, k: int) -> np.ndarray:
+        """Memo entries to drop once frame k has been read: those made in frame k - lag that no later frame fetches,
+        and those last fetched in frame k."""
+        out = [np.asarray(self.due.pop(k, ()), np.int64)]
+        j = k - self.lag
+        if j >= 0:
+            self._count(j)
+            a, b = max(self.memo_at[j], _KEEP_BELOW), max(self.memo_at[j + 1], _KEEP_BELOW)
+            lo, hi = np.searchsorted(self.fetched, [a, b])
+            later = self.last[lo:hi] > k
+            made = np.ones(b - a, bool)
+            for idx, f in zip(self.fetched[lo:hi][later].tolist(), self.last[lo:hi][later].tolist(), strict=True):
+                made[idx - a] = False
+                self.due.setdefault(f, []).append(idx)
+            out.append(np.flatnonzero(made) + a)
+        return np.concatenate(out)
 
     def finish(self) -> None:
-        for idx, lf in self.last.items():
-            if lf > bisect.bisect_right(self.memo_at, idx) - 1:
-                self.due.setdefault(lf, []).append(idx)
-                self.kept.append(idx)
-        self.kept.sort()
-        self.last = {}
+        """Take pass 1's last counts (its workers then exit of themselves; stopping them costs more)."""
+        for _ in self.counts:
+            pass
 
-    def releases(self, k: int) -> list[int] | range:
-        """Memo entries to drop once frame k has been read: made in it and not fetched later, or last fetched in it."""
-        a, b = max(self.memo_at[k], _KEEP_BELOW), max(self.memo_at[k + 1], _KEEP_BELOW)
-        lo, hi = bisect.bisect_left(self.kept, a), bisect.bisect_left(self.kept, b)
-        if lo == hi:
-            made: list[int] | range = range(a, b)
-        else:
-            kept = set(self.kept[lo:hi])
-            made = [i for i in range(a, b) if i not in kept]
-        due = [i for i in self.due.get(k, ()) if i >= _KEEP_BELOW]
-        return made if not due else [*made, *due]
+    def close(self) -> None:
+        close = getattr(self.counts, "close", None)
+        if close is not None:
+            close()  # stops pass 1's workers
 
 
-def _scan(f: Any, size: int, jobs: int | None = None) -> _Plan | None:
-    """Pass 1 (a few opcodes per byte, no objects made). None: not a protocol 4/5 top-level list we can stream.
-    A big framed stream is scanned in parts, one per CPU: each frame starts at an opcode, so parts are independent
-    and their memo counts and fetches add up."""
+def _plan(f: Any, size: int) -> _Plan | None:
+    """Pass 1 for this stream (see above). None: not a protocol 4/5 top-level list we can stream."""
     f.seek(0)
     head = f.read(16)
     framed = head[2:3] == OP.FRAME  # a list opens the first frame, unless a big payload comes first (no frame yet)
@@ -358,47 +373,34 @@ def _scan(f: Any, size: int, jobs: int | None = None) -> _Plan | None:
             head[11 if framed else 2:][:2] != OP.EMPTY_LIST + OP.MEMOIZE:
         return None
     fd = f.fileno()
-    frames = _frame_offsets(fd, size) if framed and size >= _PARALLEL_SCAN else None
-    jobs = min(default_jobs() if jobs is None else jobs, len(frames) if frames else 1)
-    if frames is None or jobs <= 1:
-        parts = [_scan_part(fd, size, framed, (2, size))]
-    else:
-        bounds = [frames[len(frames) * k // jobs] for k in range(jobs)] + [size]
-        ranges = list(itertools.pairwise(bounds))
-        parts = list(forked_map(partial(_scan_part, fd, size, framed), ranges, jobs, ordered=True))
-    if any(p is None for p in parts) or not parts[-1].stopped:
+    frames = _frame_offsets(fd, size) if framed and size >= _BESIDE_MIN else None
+    if frames is not None:
+        ends = [*frames[1:], size]
+        blocks, a = [], 0
+        for n in itertools.chain(_BLOCKS, itertools.repeat(_BLOCK)):
+            if a >= len(frames):
+                break
+            blocks.append((a, min(a + n, len(frames))))
+            a += n
+        counts = started_map(partial(_count_block, fd, frames, ends), blocks)
+        try:
+            fetched, last = opscan.fetch_candidates(fd, size, frames)
+        except BaseException:
+            counts.close()
+            raise
+        return _Plan(size, frames, fetched, last, counts, _LAG)
+    part = _walk(fd, size, framed)
+    if part is None or not part.stopped or not part.frames or part.frames[0] != 2:
         return None
-    plan = _Plan(size)
-    memo = 0
-    for part in parts:
-        base = len(plan.frames)
-        plan.frames += part.frames
-        for n in part.memos:
-            plan.memo_at.append(memo)
-            memo += n
-        for idx, (first, last) in part.fetches.items():
-            if idx >= plan.memo_at[base + first] + part.memos[first]:
-                return None  # fetched before it is made
-            plan.last[idx] = max(plan.last.get(idx, -1), base + last)
-    plan.memo_at.append(memo)
-    if memo >= 1 << 32 or not plan.frames or plan.frames[0] != 2:
-        return None
-    plan.finish()
-    return plan
+    fetches = {idx: last for idx, last in part.fetches.items() if idx >= _KEEP_BELOW}
+    fetched = np.fromiter(sorted(fetches), np.int64, len(fetches))
+    last = np.fromiter((fetches[i] for i in fetched.tolist()), np.int64, len(fetches))
+    return _Plan(size, part.frames, fetched, last, iter([(0, np.asarray(part.memos, np.int64))]))
 
 
-_PARALLEL_SCAN = 64 << 20  # smaller files are scanned in one piece
-
-
-@dataclass
-class _Part:
-    """What pass 1 learnt of a run of frames: their offsets, the memo entries made in each, the fetches (memo index
-    → first and last frame, counted from the part's first frame), and whether the stream's STOP was in it."""
-
-    frames: list[int] = field(default_factory=list)
-    memos: list[int] = field(default_factory=list)
-    fetches: dict[int, tuple[int, int]] = field(default_factory=dict)
-    stopped: bool = False
+def _count_block(fd: int, frames: list[int], ends: list[int], block: tuple[int, int]) -> tuple[int, np.ndarray | None]:
+    a, b = block
+    return a, opscan.frame_memos(fd, frames[a:b], ends[a:b], b == len(frames))
 
 
 def _frame_offsets(fd: int, size: int) -> list[int] | None:
@@ -414,16 +416,27 @@ def _frame_offsets(fd: int, size: int) -> list[int] | None:
     return out if at == size else None
 
 
-def _scan_part(fd: int, size: int, framed: bool, span: tuple[int, int]) -> _Part | None:
-    """The opcodes in [start, end): the stream after PROTO, or a run of whole frames. Reads with pread: forked
-    scanners share the file descriptor, not an offset."""
-    start, end = span
-    part = _Part()
+@dataclass
+class _Walked:
+    """What the sequential pass 1 learnt: frame offsets, the memo entries made in each, the fetches (memo index → last
+    frame), and whether the stream's STOP was seen."""
+
+    frames: list[int] = field(default_factory=list)
+    memos: list[int] = field(default_factory=list)
+    fetches: dict[int, int] = field(default_factory=dict)
+    stopped: bool = False
+
+
+def _walk(fd: int, size: int, framed: bool) -> _Walked | None:
+    """Pass 1 one opcode at a time: the stream after PROTO (small or unframed pickles, and the reference the tests
+    compare opscan with)."""
+    start, end = 2, size
+    part = _Walked()
     frames, memos, fetches = part.frames, part.memos, part.fetches
-    if start == 2 and not framed:  # the stream's start is frame 0 all the same
+    if not framed:  # the stream's start is frame 0 all the same
         frames.append(2)
-    frame = len(frames) - 1  # the part's frame being read
-    noarg, fixed, count1, count4, count8 = _NOARG, _FIXED, _COUNT1, _COUNT4, _COUNT8
+    frame = len(frames) - 1  # the frame being read
+    noarg, fixed, count1, count4, count8 = NOARG, FIXED, COUNT1, COUNT4, COUNT8
     base, buf, i, memo = start, os.pread(fd, _CHUNK, start), 0, 0
 
     def limit_of(base: int, buf: bytes) -> int:  # keep any short opcode whole in the buffer; stop at the part's end
@@ -455,9 +468,7 @@ def _scan_part(fd: int, size: int, framed: bool, span: tuple[int, int]) -> _Part
         elif op in count1:
             i += 2 + buf[i + 1]
         elif op == _LONG_BINGET:
-            idx = int.from_bytes(buf[i + 1:i + 5], "little")
-            hit = fetches.get(idx)
-            fetches[idx] = (frame, frame) if hit is None else (hit[0], frame)
+            fetches[int.from_bytes(buf[i + 1:i + 5], "little")] = frame
             i += 5
         elif op in fixed:
             i += 1 + fixed[op]
@@ -490,17 +501,12 @@ def _frame(payload: bytes) -> bytes:
     return OP.FRAME + len(payload).to_bytes(8, "little") + payload
 
 
-def _puts(idxs: list[int] | range) -> bytes:
-    """LONG_BINPUT for each index, built with slice assignment (millions of entries per second)."""
-    arr = array("I", idxs)
-    if sys.byteorder != "little":
-        arr.byteswap()
-    raw, n = arr.tobytes(), len(arr)
-    out = bytearray(5 * n)
-    out[0::5] = OP.LONG_BINPUT * n
-    for j in range(4):
-        out[1 + j::5] = raw[j::4]
-    return bytes(out)
+def _puts(idxs: np.ndarray) -> bytes:
+    """LONG_BINPUT for each index."""
+    out = np.empty((len(idxs), 5), np.uint8)
+    out[:, 0] = OP.LONG_BINPUT[0]
+    out[:, 1:] = idxs.astype("<u4").view(np.uint8).reshape(-1, 4)
+    return out.tobytes()
 
 
 class _Feed:
@@ -527,7 +533,7 @@ class _Feed:
         else:
             released = plan.releases(k - 1)
             self.check(len(released))
-            if released:
+            if len(released):
                 data = _frame(OP.PERSID + self.sentinel_pid + b"\n" + _puts(released) + OP.POP) + data
         self.buf, self.pos, self.k = data, 0, k + 1
         return True
@@ -559,16 +565,26 @@ class _Feed:
 
 
 class _Sink:
-    """Stands in for the top-level list: the C unpickler calls extend (APPENDS) or append (APPEND) on it."""
+    """Stands in for the top-level list: the C unpickler calls extend (APPENDS) or append (APPEND) on it. Hands the
+    items on in batches of at least BATCH (pickle's are 1,000): the consumer's cost per batch is paid less often."""
+
+    BATCH = 16_000
 
     def __init__(self, consume: Any) -> None:
-        self.consume = consume
+        self.consume, self.items = consume, []
 
     def extend(self, items: list) -> None:
-        self.consume(items)
+        self.items += items
+        if len(self.items) >= self.BATCH:
+            self.flush()
 
     def append(self, item: Any) -> None:
-        self.consume([item])
+        self.extend([item])
+
+    def flush(self) -> None:
+        if self.items:
+            items, self.items = self.items, []
+            self.consume(items)
 
 
 class _StreamUnpickler(SafeUnpickler):
@@ -592,33 +608,45 @@ def stream(path: str | Path, consume: Any) -> set[str]:
     f, size = open_input(Path(path))
     with f:
         try:
-            plan = _scan(f, size)
+            plan = _plan(f, size)
         except IndexError:  # an opcode cut off by the end of the file
             plan = None
         if plan is None:
             raise StreamAbort("not a streamable list")
-        sentinel = _Released()
-        pids = {secrets.token_hex(16): _Sink(consume), secrets.token_hex(16): sentinel}
-        sink_pid, sentinel_pid = list(pids)
-        refs = [sys.getrefcount(sentinel)]  # + one per memo slot released so far
-
-        def check(n: int) -> None:
-            if sys.getrefcount(sentinel) != refs[0]:
-                raise StreamAbort("a released memo entry was fetched again")
-            refs[0] += n
-
-        u = _StreamUnpickler(_Feed(f, plan, sink_pid, sentinel_pid, check), pids, size)
         try:
-            if u.load() is not pids[sink_pid]:  # the list was inside another object (e.g. a rewrites tuple)
-                raise StreamAbort("the pickle is not one list")
-        except InputError as e:
-            raise InputError(f"{path}: {e}") from None
-        except (StreamAbort, MemoryError):
+            classes = _unpickle(path, f, size, plan, consume)
+        except BaseException:
+            plan.close()
             raise
-        except Exception as e:  # let the full load report a corrupt file in its own words
-            raise StreamAbort(f"{type(e).__name__}: {e}") from None
-        check(0)
-        return u.classes
+        plan.finish()
+        return classes
+
+
+def _unpickle(path: str | Path, f: Any, size: int, plan: _Plan, consume: Any) -> set[str]:
+    """Pass 2: the C unpickler on the frames, with the releases pass 1 planned fed in between."""
+    sentinel = _Released()
+    pids = {secrets.token_hex(16): _Sink(consume), secrets.token_hex(16): sentinel}
+    sink_pid, sentinel_pid = list(pids)
+    refs = [sys.getrefcount(sentinel)]  # + one per memo slot released so far
+
+    def check(n: int) -> None:
+        if sys.getrefcount(sentinel) != refs[0]:
+            raise StreamAbort("a released memo entry was fetched again")
+        refs[0] += n
+
+    u = _StreamUnpickler(_Feed(f, plan, sink_pid, sentinel_pid, check), pids, size)
+    try:
+        if u.load() is not pids[sink_pid]:  # the list was inside another object (e.g. a rewrites tuple)
+            raise StreamAbort("the pickle is not one list")
+        pids[sink_pid].flush()
+    except InputError as e:
+        raise InputError(f"{path}: {e}") from None
+    except (StreamAbort, MemoryError):
+        raise
+    except Exception as e:  # let the full load report a corrupt file in its own words
+        raise StreamAbort(f"{type(e).__name__}: {e}") from None
+    check(0)
+    return u.classes
 
 
 class _Released:

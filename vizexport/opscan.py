@@ -1,0 +1,129 @@
+"""Pass 1 of the streaming load (pickles.stream) for framed pickles, vectorised with numpy.
+
+- `frame_memos`: the memo entries each frame makes, found by walking the opcodes of many frames in lockstep: one
+  numpy step advances every frame's cursor by one opcode (and the MEMOIZE after it), so the Python loop runs once per
+  opcode of the longest frame, not once per opcode of the file. Exact: the same opcode rules as the sequential scan
+  in pickles (`_walk`), which the tests compare it with.
+- `fetch_candidates`: which memo entries LONG_BINGET may fetch, and the last frame that may, by a byte search. Every
+  real LONG_BINGET is found; a 0x6a byte inside other data only adds a candidate, which keeps that entry a little
+  longer. So the stream can release entries without a scan of the frames still to come.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+
+import numpy as np
+
+OP = pickle  # opcodes: the pickle module's constants (one byte each)
+
+
+def _ops(*codes: bytes) -> frozenset[int]:
+    return frozenset(c[0] for c in codes)
+
+
+# The opcodes a streamed pickle may hold (any other: the whole-file load decides), by how their length is given:
+NOARG = _ops(OP.MARK, OP.STOP, OP.POP, OP.POP_MARK, OP.DUP, OP.NONE, OP.REDUCE, OP.APPEND, OP.BUILD, OP.DICT,
+             OP.EMPTY_DICT, OP.APPENDS, OP.LIST, OP.EMPTY_LIST, OP.OBJ, OP.EMPTY_TUPLE, OP.SETITEM, OP.TUPLE,
+             OP.SETITEMS, OP.NEWOBJ, OP.TUPLE1, OP.TUPLE2, OP.TUPLE3, OP.NEWTRUE, OP.NEWFALSE, OP.EMPTY_SET,
+             OP.ADDITEMS, OP.FROZENSET, OP.NEWOBJ_EX, OP.STACK_GLOBAL)
+FIXED = {OP.BININT1[0]: 1, OP.PROTO[0]: 1, OP.BININT2[0]: 2, OP.BININT[0]: 4, OP.BINFLOAT[0]: 8}  # argument bytes
+COUNT1 = _ops(OP.SHORT_BINUNICODE, OP.SHORT_BINBYTES, OP.SHORT_BINSTRING, OP.LONG1)  # a 1-byte length, then data
+COUNT4 = _ops(OP.BINUNICODE, OP.BINBYTES, OP.BINSTRING, OP.LONG4)  # a 4-byte length
+COUNT8 = _ops(OP.BINUNICODE8, OP.BINBYTES8, OP.BYTEARRAY8)  # an 8-byte length
+# (MEMOIZE, BINGET and LONG_BINGET, and FRAME between frames, too)
+MEMOIZE, LONG_BINGET, STOP = OP.MEMOIZE[0], OP.LONG_BINGET[0], OP.STOP[0]
+FRAME_HEADER = 9  # FRAME and its 8-byte length
+PAD = 16  # zero bytes after a block: a cursor's lookahead stays inside the buffer
+_LEN0, _LEN1, _LEN4, _LEN8, _REFUSED = 0, 1, 2, 3, 4  # an opcode's length: fixed, or + a 1/4/8-byte count
+
+
+def _tables() -> tuple[np.ndarray, np.ndarray]:
+    """Per opcode byte: its length without a counted payload, and how the payload's length is given."""
+    length, how = np.zeros(256, np.int64), np.full(256, _REFUSED, np.int8)
+    for ops, n, h in ((NOARG, 1, _LEN0), (COUNT1, 2, _LEN1), (COUNT4, 5, _LEN4), (COUNT8, 9, _LEN8)):
+        for op in ops:
+            length[op], how[op] = n, h
+    for op, n in (*FIXED.items(), (OP.BINGET[0], 1), (LONG_BINGET, 4)):
+        length[op], how[op] = 1 + n, _LEN0
+    length[MEMOIZE], how[MEMOIZE] = 1, _LEN0
+    for op in (OP.PROTO[0], STOP):  # PROTO only opens the stream; STOP only ends it (checked apart)
+        how[op] = _REFUSED
+    return length, how
+
+
+_LENGTH, _HOW = _tables()
+
+
+def _uint(buf: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
+    """The little-endian unsigned integers of `width` bytes at `at`."""
+    v = np.zeros(len(at), np.int64)
+    for j in reversed(range(width)):
+        v = (v << 8) | buf[at + j]
+    return v
+
+
+def frame_memos(fd: int, frames: list[int], ends: list[int], last: bool) -> np.ndarray | None:
+    """Memo entries made in each of these consecutive frames (their FRAME offsets and where each ends), or None for
+    anything the stream does not take: an opcode the sequential scan refuses, or one that crosses its frame's end.
+    `last`: the run ends the stream, whose final byte (STOP) is left out of the walk."""
+    start, stop = frames[0], ends[-1]
+    raw = os.pread(fd, stop - start, start)
+    if len(raw) != stop - start:
+        return None
+    buf = np.concatenate([np.frombuffer(raw, np.uint8), np.zeros(PAD, np.uint8)])
+    cur = np.asarray(frames, np.int64) - start + FRAME_HEADER
+    end = np.asarray(ends, np.int64) - start
+    if last:
+        if raw[-1] != STOP:
+            return None
+        end[-1] -= 1
+    memos = np.zeros(len(cur), np.int64)
+    which, memo = np.arange(len(cur)), np.zeros(len(cur), np.int64)
+    while len(cur):
+        op = buf.take(cur)
+        how = _HOW.take(op)
+        step = _LENGTH.take(op)
+        if how.any():
+            if (how == _REFUSED).any():
+                return None
+            for kind, width in ((_LEN1, 1), (_LEN4, 4), (_LEN8, 8)):
+                m = how == kind
+                if m.any():
+                    step[m] += _uint(buf, cur[m] + 1, width)
+            if not ((step > 0) & (step < len(buf))).all():  # an 8-byte count past int64, or past the block
+                return None
+        memo += op == MEMOIZE
+        cur += step
+        after = buf.take(np.minimum(cur, len(buf) - 1)) == MEMOIZE  # most objects are memoized right after
+        after &= cur < end
+        memo += after
+        cur += after
+        done = cur >= end
+        if done.any():
+            if (cur[done] != end[done]).any():
+                return None
+            memos[which[done]] = memo[done]
+            cur, end, which, memo = cur[~done], end[~done], which[~done], memo[~done]
+    return memos
+
+
+def fetch_candidates(fd: int, size: int, frames: list[int], chunk: int = 64 << 20) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted memo indices (256 and up: BINGET's one-byte ones are kept anyway) that a LONG_BINGET may fetch, and the
+    last frame where one may; a superset of the real fetches."""
+    starts = np.asarray(frames, np.int64)
+    found: dict[int, int] = {}
+    for at in range(0, size, chunk):
+        buf = np.frombuffer(os.pread(fd, chunk + 4, at), np.uint8)
+        pos = np.flatnonzero(buf[:chunk] == LONG_BINGET)
+        pos = pos[pos + 5 <= len(buf)]
+        idx = _uint(buf, pos + 1, 4)
+        keep = idx >= 256
+        idx, pos = idx[keep], pos[keep]
+        # the last position of each index: its first in the reversed arrays
+        uniq, first = np.unique(idx[::-1], return_index=True)
+        frame = np.searchsorted(starts, pos[::-1][first] + at, "right") - 1
+        found.update(zip(uniq.tolist(), frame.tolist(), strict=True))  # later chunks overwrite: later frames
+    idx = np.fromiter(found, np.int64, len(found))
+    order = np.argsort(idx)
+    return idx[order], np.fromiter(found.values(), np.int64, len(found))[order]
