@@ -2,7 +2,10 @@
 background workers yield to the foreground."""
 from __future__ import annotations
 
+import multiprocessing
 import os
+import signal
+import time
 
 import pytest
 
@@ -53,3 +56,41 @@ def test_started_map_workers_run_at_background_priority():
     assert got == [min(19, here + forks.BACKGROUND_NICE)] * 3
     assert os.nice(0) == here  # this process keeps its own
     assert sorted(forks.forked_map(niceness, [1, 2], jobs=2)) == [here, here]  # waited-for work does not yield
+
+
+def deaf(flag: str) -> None:
+    """A task whose worker will not act on SIGTERM (as one whose SIGTERM came while it began to wait on a lock)."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    open(flag, "w").close()
+    time.sleep(60)
+
+
+@needs_fork
+def test_a_worker_deaf_to_sigterm_is_killed(monkeypatch, tmp_path):
+    monkeypatch.setattr(forks, "TERMINATE_GRACE", 0.5)
+    pool = forks._pool(1)
+    workers = list(pool._pool)
+    flag = tmp_path / "started"
+    pool.apply_async(deaf, (str(flag),))
+    for _ in range(200):
+        if flag.exists():
+            break
+        time.sleep(0.05)
+    assert flag.exists()
+    forks._terminate(pool)  # without the kill, this waits for the worker forever
+    pool.join()
+    assert [p.exitcode for p in workers] == [-signal.SIGKILL]
+
+
+def sleepy(x: int) -> int:
+    time.sleep(0.01)
+    return x
+
+
+@needs_fork
+def test_a_stopped_map_leaves_no_worker():
+    it = forks.started_map(sleepy, range(50), jobs=2)
+    assert next(it) in range(50)
+    children = multiprocessing.active_children()
+    it.close()
+    assert children and all(p.exitcode is not None for p in children)
