@@ -215,3 +215,17 @@ def test_big_shared_pickle_streams(tmp_path, pass1):
     got: list = []
     pickles.stream(shared, got.extend)
     assert got == events
+
+
+def test_too_many_fetch_candidates_leave_the_file_to_the_whole_load(tmp_path, monkeypatch):
+    """Bytes that look like LONG_BINGETs of distinct entries: past opscan.MAX_CANDIDATES the stream declines."""
+    monkeypatch.setattr(pickles, "_BESIDE_MIN", 0)
+    blobs = [b"".join(b"j" + (256 + 50 * i + k).to_bytes(4, "little") for k in range(50)) for i in range(100)]
+    path = tmp_path / "j.pkl"
+    path.write_bytes(pickle.dumps(blobs, protocol=4))
+    got: list = []
+    pickles.stream(path, got.extend)
+    assert got == blobs
+    monkeypatch.setattr(opscan, "MAX_CANDIDATES", 4999)  # 5,000 distinct candidates
+    with pytest.raises(StreamAbort, match="not a streamable list"):
+        pickles.stream(path, got.extend)

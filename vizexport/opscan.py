@@ -34,6 +34,8 @@ COUNT8 = _ops(OP.BINUNICODE8, OP.BINBYTES8, OP.BYTEARRAY8)  # an 8-byte length
 # (MEMOIZE, BINGET and LONG_BINGET, and FRAME between frames, too)
 MEMOIZE, LONG_BINGET, STOP = OP.MEMOIZE[0], OP.LONG_BINGET[0], OP.STOP[0]
 FRAME_HEADER = 9  # FRAME and its 8-byte length
+BINGET_REACH = 256  # BINGET's one-byte index fetches the first 256 memo entries; LONG_BINGET any
+MAX_CANDIDATES = 1_000_000  # distinct fetch candidates a stream may track (real profiles: hundreds)
 PAD = 16  # zero bytes after a block: a cursor's lookahead stays inside the buffer
 _LEN0, _LEN1, _LEN4, _LEN8, _REFUSED = 0, 1, 2, 3, 4  # an opcode's length: fixed, or + a 1/4/8-byte count
 
@@ -108,9 +110,11 @@ def frame_memos(fd: int, frames: list[int], ends: list[int], last: bool) -> np.n
     return memos
 
 
-def fetch_candidates(fd: int, size: int, frames: list[int], chunk: int = 64 << 20) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted memo indices (256 and up: BINGET's one-byte ones are kept anyway) that a LONG_BINGET may fetch, and the
-    last frame where one may; a superset of the real fetches."""
+def fetch_candidates(fd: int, size: int, frames: list[int], chunk: int = 64 << 20
+                     ) -> tuple[np.ndarray, np.ndarray] | None:
+    """Sorted memo indices past BINGET_REACH (the stream keeps the others) that a LONG_BINGET may fetch, and the last
+    frame where one may; a superset of the real fetches. None past MAX_CANDIDATES distinct indices (real profiles
+    have hundreds: a file made of 0x6a bytes is left to the whole load, which has its own limits)."""
     starts = np.asarray(frames, np.int64)
     found: dict[int, int] = {}
     for at in range(0, size, chunk):
@@ -118,10 +122,12 @@ def fetch_candidates(fd: int, size: int, frames: list[int], chunk: int = 64 << 2
         pos = np.flatnonzero(buf[:chunk] == LONG_BINGET)
         pos = pos[pos + 5 <= len(buf)]
         idx = _uint(buf, pos + 1, 4)
-        keep = idx >= 256
+        keep = idx >= BINGET_REACH
         idx, pos = idx[keep], pos[keep]
         # the last position of each index: its first in the reversed arrays
         uniq, first = np.unique(idx[::-1], return_index=True)
+        if len(found) + len(uniq) > MAX_CANDIDATES:
+            return None
         frame = np.searchsorted(starts, pos[::-1][first] + at, "right") - 1
         found.update(zip(uniq.tolist(), frame.tolist(), strict=True))  # later chunks overwrite: later frames
     idx = np.fromiter(found, np.int64, len(found))

@@ -28,7 +28,7 @@ import numpy as np
 from . import opscan
 from .errors import InputError
 from .forks import started_map
-from .opscan import COUNT1, COUNT4, COUNT8, FIXED, NOARG
+from .opscan import BINGET_REACH, COUNT1, COUNT4, COUNT8, FIXED, NOARG
 
 
 class StandInType(type):
@@ -288,7 +288,7 @@ def load(path: str | Path) -> tuple[Any, set[str]]:
 #   pass 1 finds where each FRAME starts, how many memo entries each frame makes, and the last frame that fetches
 #     (GET) each entry. A big framed pickle is scanned beside pass 2, in forked workers (opscan: many frames at once),
 #     its fetches found first by a byte search (a superset); a small or unframed one by one sequential walk first
-#     (`_scan`).
+#     (`_walk`).
 #   pass 2 runs the C unpickler on the same bytes with two changes fed in between frames: the list is replaced by a
 #     sink whose `extend` receives each batch, and each entry past its last use is overwritten with a sentinel
 #     (LONG_BINPUT on a filled slot keeps the memo's numbering: MEMOIZE numbers by count). Every overwrite adds one
@@ -300,7 +300,7 @@ _MEMOIZE, _BINGET, _LONG_BINGET, _FRAME, _STOP = (OP.MEMOIZE[0], OP.BINGET[0], O
                                                    OP.STOP[0])
 _ENDS_LIST = OP.APPENDS + OP.APPEND  # the opcodes a non-empty top-level list ends with, before STOP
 _CHUNK = 1 << 22
-_KEEP_BELOW = 256  # memo entries fetched by BINGET (1-byte index) stay: a few hundred classes and names
+_KEEP_BELOW = BINGET_REACH  # memo entries BINGET can fetch stay: a few hundred classes and names
 _BESIDE_MIN = 64 << 20  # framed pickles this big are scanned beside pass 2; smaller ones first, in one walk
 _BLOCKS = (512, 1024)  # frames per scan of pass 1 beside pass 2: small first (pass 2 waits for them), then …
 _BLOCK = 2048  # … this many (each numpy step of opscan then moves ~2,000 cursors: fewer would cost more steps)
@@ -384,18 +384,21 @@ def _plan(f: Any, size: int) -> _Plan | None:
             a += n
         counts = started_map(partial(_count_block, fd, frames, ends), blocks)
         try:
-            fetched, last = opscan.fetch_candidates(fd, size, frames)
+            fetches = opscan.fetch_candidates(fd, size, frames)
         except BaseException:
             counts.close()
             raise
-        return _Plan(size, frames, fetched, last, counts, _LAG)
-    part = _walk(fd, size, framed)
-    if part is None or not part.stopped or not part.frames or part.frames[0] != 2:
+        if fetches is None:
+            counts.close()
+            return None
+        return _Plan(size, frames, *fetches, counts, _LAG)
+    walked = _walk(fd, size, framed)
+    if walked is None or not walked.stopped or not walked.frames or walked.frames[0] != 2:
         return None
-    fetches = {idx: last for idx, last in part.fetches.items() if idx >= _KEEP_BELOW}
+    fetches = {idx: last for idx, last in walked.fetches.items() if idx >= _KEEP_BELOW}
     fetched = np.fromiter(sorted(fetches), np.int64, len(fetches))
     last = np.fromiter((fetches[i] for i in fetched.tolist()), np.int64, len(fetches))
-    return _Plan(size, part.frames, fetched, last, iter([(0, np.asarray(part.memos, np.int64))]))
+    return _Plan(size, walked.frames, fetched, last, iter([(0, np.asarray(walked.memos, np.int64))]))
 
 
 def _count_block(fd: int, frames: list[int], ends: list[int], block: tuple[int, int]) -> tuple[int, np.ndarray | None]:
@@ -431,15 +434,15 @@ def _walk(fd: int, size: int, framed: bool) -> _Walked | None:
     """Pass 1 one opcode at a time: the stream after PROTO (small or unframed pickles, and the reference the tests
     compare opscan with)."""
     start, end = 2, size
-    part = _Walked()
-    frames, memos, fetches = part.frames, part.memos, part.fetches
+    walked = _Walked()
+    frames, memos, fetches = walked.frames, walked.memos, walked.fetches
     if not framed:  # the stream's start is frame 0 all the same
         frames.append(2)
     frame = len(frames) - 1  # the frame being read
     noarg, fixed, count1, count4, count8 = NOARG, FIXED, COUNT1, COUNT4, COUNT8
     base, buf, i, memo = start, os.pread(fd, _CHUNK, start), 0, 0
 
-    def limit_of(base: int, buf: bytes) -> int:  # keep any short opcode whole in the buffer; stop at the part's end
+    def limit_of(base: int, buf: bytes) -> int:  # keep any short opcode whole in the buffer
         return min(len(buf) - 300 if base + len(buf) < size else len(buf), end - base)
 
     limit = limit_of(base, buf)
@@ -462,7 +465,7 @@ def _walk(fd: int, size: int, framed: bool) -> _Walked | None:
             if op == _STOP:  # a list ends with APPENDS or APPEND (or is empty)
                 if buf[i - 1] not in _ENDS_LIST and base + i != (13 if framed else 4):
                     return None
-                part.stopped = True
+                walked.stopped = True
                 break
             i += 1
         elif op in count1:
@@ -494,7 +497,7 @@ def _walk(fd: int, size: int, framed: bool) -> _Walked | None:
             i += 1
     if frames:
         memos.append(memo)
-    return part
+    return walked
 
 
 def _frame(payload: bytes) -> bytes:
