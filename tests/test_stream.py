@@ -74,7 +74,7 @@ def pass1(request, monkeypatch):
 def _frames(path) -> list[int]:
     fd = os.open(path, os.O_RDONLY)
     try:
-        return pickles._frame_offsets(fd, os.fstat(fd).st_size)
+        return opscan.frame_offsets(fd, os.fstat(fd).st_size)
     finally:
         os.close(fd)
 

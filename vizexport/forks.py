@@ -79,9 +79,7 @@ def prepare(warm: Callable[[], Any]) -> None:
 def discard_prepared() -> None:
     """Stop the helpers `prepare` forked that no task used."""
     while _prepared:
-        pool = _prepared.popitem()[1]
-        _terminate(pool)
-        pool.join()
+        _terminate(_prepared.popitem()[1])
 
 
 def in_background(fn: Callable[..., Any], *args: Any, warm: Callable[[], Any] | None = None) -> Callable[[], Any]:

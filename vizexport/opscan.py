@@ -32,7 +32,8 @@ COUNT1 = _ops(OP.SHORT_BINUNICODE, OP.SHORT_BINBYTES, OP.SHORT_BINSTRING, OP.LON
 COUNT4 = _ops(OP.BINUNICODE, OP.BINBYTES, OP.BINSTRING, OP.LONG4)  # a 4-byte length
 COUNT8 = _ops(OP.BINUNICODE8, OP.BINBYTES8, OP.BYTEARRAY8)  # an 8-byte length
 # (MEMOIZE, BINGET and LONG_BINGET, and FRAME between frames, too)
-MEMOIZE, LONG_BINGET, STOP = OP.MEMOIZE[0], OP.LONG_BINGET[0], OP.STOP[0]
+MEMOIZE, BINGET, LONG_BINGET, FRAME, STOP = (OP.MEMOIZE[0], OP.BINGET[0], OP.LONG_BINGET[0], OP.FRAME[0],
+                                             OP.STOP[0])
 FRAME_HEADER = 9  # FRAME and its 8-byte length
 BINGET_REACH = 256  # BINGET's one-byte index fetches the first 256 memo entries; LONG_BINGET any
 MAX_CANDIDATES = 1_000_000  # distinct fetch candidates a stream may track (real profiles: hundreds)
@@ -46,7 +47,7 @@ def _tables() -> tuple[np.ndarray, np.ndarray]:
     for ops, n, h in ((NOARG, 1, _LEN0), (COUNT1, 2, _LEN1), (COUNT4, 5, _LEN4), (COUNT8, 9, _LEN8)):
         for op in ops:
             length[op], how[op] = n, h
-    for op, n in (*FIXED.items(), (OP.BINGET[0], 1), (LONG_BINGET, 4)):
+    for op, n in (*FIXED.items(), (BINGET, 1), (LONG_BINGET, 4)):
         length[op], how[op] = 1 + n, _LEN0
     length[MEMOIZE], how[MEMOIZE] = 1, _LEN0
     for op in (OP.PROTO[0], STOP):  # PROTO only opens the stream; STOP only ends it (checked apart)
@@ -55,6 +56,19 @@ def _tables() -> tuple[np.ndarray, np.ndarray]:
 
 
 _LENGTH, _HOW = _tables()
+
+
+def frame_offsets(fd: int, size: int) -> list[int] | None:
+    """The offset of every FRAME after PROTO, hopping from header to header; None if anything but a frame follows a
+    frame (a big payload outside any frame: the stream is then walked one opcode at a time)."""
+    out, at = [], 2
+    while at < size:
+        head = os.pread(fd, FRAME_HEADER, at)
+        if len(head) < FRAME_HEADER or head[0] != FRAME:
+            return None
+        out.append(at)
+        at += FRAME_HEADER + int.from_bytes(head[1:], "little")
+    return out if at == size else None
 
 
 def _uint(buf: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:

@@ -16,7 +16,7 @@ import reprlib
 import secrets
 import stat
 import sys
-from collections.abc import Iterator
+from collections.abc import Generator
 from contextlib import redirect_stderr
 from dataclasses import dataclass, field
 from functools import partial
@@ -28,7 +28,21 @@ import numpy as np
 from . import opscan
 from .errors import InputError
 from .forks import started_map
-from .opscan import BINGET_REACH, COUNT1, COUNT4, COUNT8, FIXED, NOARG
+from .opscan import (
+    BINGET,
+    BINGET_REACH,
+    COUNT1,
+    COUNT4,
+    COUNT8,
+    FIXED,
+    FRAME,
+    FRAME_HEADER,
+    LONG_BINGET,
+    MEMOIZE,
+    NOARG,
+    OP,
+    STOP,
+)
 
 
 class StandInType(type):
@@ -295,9 +309,6 @@ def load(path: str | Path) -> tuple[Any, set[str]]:
 #     reference to the sentinel, so any other reference means a released entry was fetched: the load is abandoned
 #     (the caller loads the whole file instead) rather than return wrong data.
 
-OP = pickle  # opcodes: the pickle module's constants (one byte each)
-_MEMOIZE, _BINGET, _LONG_BINGET, _FRAME, _STOP = (OP.MEMOIZE[0], OP.BINGET[0], OP.LONG_BINGET[0], OP.FRAME[0],
-                                                   OP.STOP[0])
 _ENDS_LIST = OP.APPENDS + OP.APPEND  # the opcodes a non-empty top-level list ends with, before STOP
 _CHUNK = 1 << 22
 _KEEP_BELOW = BINGET_REACH  # memo entries BINGET can fetch stay: a few hundred classes and names
@@ -316,7 +327,7 @@ class _Plan:
     perhaps while pass 2 runs), and the entries that may be fetched with the last frame that may fetch each."""
 
     def __init__(self, size: int, frames: list[int], fetched: np.ndarray, last: np.ndarray,
-                 counts: Iterator[tuple[int, np.ndarray | None]], lag: int = 0) -> None:
+                 counts: Generator[tuple[int, np.ndarray | None], None, None], lag: int = 0) -> None:
         self.size, self.frames, self.fetched, self.last, self.lag = size, frames, fetched, last, lag
         self.counts, self.early = counts, {}  # blocks (first frame, memo counts) in any order; those that came early
         self.memo_at = [0]  # memo entries made before each frame counted so far
@@ -359,9 +370,7 @@ class _Plan:
             pass
 
     def close(self) -> None:
-        close = getattr(self.counts, "close", None)
-        if close is not None:
-            close()  # stops pass 1's workers
+        self.counts.close()  # stops pass 1's workers
 
 
 def _plan(f: Any, size: int) -> _Plan | None:
@@ -373,7 +382,7 @@ def _plan(f: Any, size: int) -> _Plan | None:
             head[11 if framed else 2:][:2] != OP.EMPTY_LIST + OP.MEMOIZE:
         return None
     fd = f.fileno()
-    frames = _frame_offsets(fd, size) if framed and size >= _BESIDE_MIN else None
+    frames = opscan.frame_offsets(fd, size) if framed and size >= _BESIDE_MIN else None
     if frames is not None:
         ends = [*frames[1:], size]
         blocks, a = [], 0
@@ -398,25 +407,13 @@ def _plan(f: Any, size: int) -> _Plan | None:
     fetches = {idx: last for idx, last in walked.fetches.items() if idx >= _KEEP_BELOW}
     fetched = np.fromiter(sorted(fetches), np.int64, len(fetches))
     last = np.fromiter((fetches[i] for i in fetched.tolist()), np.int64, len(fetches))
-    return _Plan(size, walked.frames, fetched, last, iter([(0, np.asarray(walked.memos, np.int64))]))
+    counts = (block for block in [(0, np.asarray(walked.memos, np.int64))])  # a generator, as started_map's
+    return _Plan(size, walked.frames, fetched, last, counts)
 
 
 def _count_block(fd: int, frames: list[int], ends: list[int], block: tuple[int, int]) -> tuple[int, np.ndarray | None]:
     a, b = block
     return a, opscan.frame_memos(fd, frames[a:b], ends[a:b], b == len(frames))
-
-
-def _frame_offsets(fd: int, size: int) -> list[int] | None:
-    """The offset of every FRAME, hopping from header to header; None if anything but a frame follows a frame (a
-    big payload outside any frame: then one sequential scan)."""
-    out, at = [], 2
-    while at < size:
-        head = os.pread(fd, 9, at)
-        if len(head) < 9 or head[:1] != OP.FRAME:
-            return None
-        out.append(at)
-        at += 9 + int.from_bytes(head[1:9], "little")
-    return out if at == size else None
 
 
 @dataclass
@@ -455,14 +452,14 @@ def _walk(fd: int, size: int, framed: bool) -> _Walked | None:
             if i >= len(buf):
                 return None  # truncated: the full load reports it
         op = buf[i]
-        if op == _MEMOIZE:  # the commonest opcodes first
+        if op == MEMOIZE:  # the commonest opcodes first
             memo += 1
             i += 1
             continue
-        if op == _BINGET:  # entries below 256 (classes, first names) are never released, so not tracked
+        if op == BINGET:  # entries below 256 (classes, first names) are never released, so not tracked
             i += 2
         elif op in noarg:
-            if op == _STOP:  # a list ends with APPENDS or APPEND (or is empty)
+            if op == STOP:  # a list ends with APPENDS or APPEND (or is empty)
                 if buf[i - 1] not in _ENDS_LIST and base + i != (13 if framed else 4):
                     return None
                 walked.stopped = True
@@ -470,18 +467,18 @@ def _walk(fd: int, size: int, framed: bool) -> _Walked | None:
             i += 1
         elif op in count1:
             i += 2 + buf[i + 1]
-        elif op == _LONG_BINGET:
+        elif op == LONG_BINGET:
             fetches[int.from_bytes(buf[i + 1:i + 5], "little")] = frame
             i += 5
         elif op in fixed:
             i += 1 + fixed[op]
-        elif op == _FRAME:
+        elif op == FRAME:
             if frames:
                 memos.append(memo)
             frames.append(base + i)
             frame += 1
             memo = 0
-            i += 9
+            i += FRAME_HEADER
         elif op in count4 or op in count8:
             w = 4 if op in count4 else 8
             stop = base + i + 1 + w + int.from_bytes(buf[i + 1:i + 1 + w], "little")
@@ -492,7 +489,7 @@ def _walk(fd: int, size: int, framed: bool) -> _Walked | None:
                 i = stop - base
         else:
             return None  # PUT/GET by text, persistent ids, extensions, out-of-band buffers: use the full load
-        if buf[i] == _MEMOIZE:  # most objects are memoized right after they are made (the margin keeps i inside)
+        if buf[i] == MEMOIZE:  # most objects are memoized right after they are made (the margin keeps i inside)
             memo += 1
             i += 1
     if frames:
@@ -530,7 +527,8 @@ class _Feed:
         self.f.seek(start)
         data = self.f.read(end - start)
         if k == 0 and data[:1] == OP.FRAME:  # the first frame opens with EMPTY_LIST: drop it (the sink is pushed)
-            data = OP.FRAME + (int.from_bytes(data[1:9], "little") - 1).to_bytes(8, "little") + data[10:]
+            length = int.from_bytes(data[1:FRAME_HEADER], "little") - 1
+            data = OP.FRAME + length.to_bytes(8, "little") + data[FRAME_HEADER + 1:]
         elif k == 0:
             data = data[1:]
         else:
