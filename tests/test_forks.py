@@ -94,3 +94,17 @@ def test_a_stopped_map_leaves_no_worker():
     children = multiprocessing.active_children()
     it.close()
     assert children and all(p.exitcode is not None for p in children)
+
+
+def inner_pids(_: int) -> tuple[int, set[int]]:
+    """This worker's pid, and those of the processes that ran a map of its own."""
+    return os.getpid(), set(forks.forked_map(lambda _: os.getpid(), range(4), jobs=2))
+
+
+@needs_fork
+def test_a_map_inside_a_forked_worker_runs_in_that_worker():
+    """A pool's workers are daemons, which may not fork (the windows writer's workers each encode a whole trace)."""
+    got = list(forks.forked_map(inner_pids, range(2), jobs=2))
+    assert len({pid for pid, _ in got} | {os.getpid()}) == 3
+    assert all(inner == {pid} for pid, inner in got)
+    assert forks._in_worker is False

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import vizexport
-from vizexport import windows
+from vizexport import forks, windows
 
 from .conftest import ROOT, run_cli, tpq
 
@@ -109,6 +109,40 @@ def test_overview_keeps_long_slices_and_counts_the_rest(split_run: tuple[Path, P
     assert sum(summed.values()) > 1000 and sum(kept.values()) <= 400 + want["Markers"]
     labels = {w.label(split.windows[0].start) for w in split.windows}
     assert {f["window"] for f in folded} <= labels and len({f["window"] for f in folded}) > 3
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {str(f.relative_to(folder)): f.read_bytes() for f in sorted(folder.rglob("*")) if f.is_file()}
+
+
+@pytest.mark.skipif(not forks._can_fork(), reason="no fork on this platform")
+def test_forked_window_writers_write_the_same_bytes_and_all_or_nothing(train_profile: Path, tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch):
+    """Whole windows (and the overview) written by forked workers are the bytes written here, one by one; a window
+    that fails leaves no overview, no folder and an earlier output as it was."""
+    from vizexport.perfetto import split
+    tl = vizexport.build_timeline(vizexport.load_profile(train_profile))
+    here, there = tmp_path / "here", tmp_path / "there"
+    monkeypatch.setattr(split, "PARALLEL_MIN", 10**12)
+    vizexport.write_windows(tl, here / "run.pftrace", 300)
+    monkeypatch.setattr(split, "PARALLEL_MIN", 0)
+    got = vizexport.write_windows(tl, there / "run.pftrace", 300)
+    assert _files(here) == _files(there) and len(got.windows) >= 8 \
+        and not any(name.startswith("run.windows/overview") for name in _files(there))
+    before = _files(there)
+    cutter = split.Cutter.__call__
+
+    def failing(self, w):
+        if w.index == len(got.windows) - 1:
+            raise ValueError("disk full")
+        return cutter(self, w)
+    monkeypatch.setattr(split.Cutter, "__call__", failing)
+    with pytest.raises(ValueError, match="disk full"):
+        vizexport.write_windows(tl, there / "run.pftrace", 300)
+    assert _files(there) == before and sorted(p.name for p in there.iterdir()) == ["run.pftrace", "run.windows"]
+    with pytest.raises(ValueError, match="disk full"):
+        vizexport.write_windows(tl, tmp_path / "new" / "run.pftrace", 300)
+    assert not any((tmp_path / "new").iterdir())
 
 
 def test_open_at_serves_the_window_holding_that_time(split_run: tuple[Path, Path]):

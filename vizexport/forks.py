@@ -1,6 +1,6 @@
 """Work spread over forked processes: each inherits the parent's memory (a profile's timeline, a rewrites trace), so
-only the small results travel back. Used by the trace encoder, the SVG export, the site's step packs, the streaming
-reader's scan, and the report's plots (a helper forked ahead of its task: `prepare`)."""
+only the small results travel back. Used by the trace encoder, the windows writer, the SVG export, the site's step
+packs, the streaming reader's scan, and the report's plots (a helper forked ahead of its task: `prepare`)."""
 from __future__ import annotations
 
 import contextlib
@@ -14,6 +14,7 @@ from typing import Any
 
 _work: Callable[[Any], Any] | None = None  # the function forked workers run (inherited, never pickled)
 _prepared: dict[Callable[[], Any], Any] = {}  # warm function → the helper `prepare` forked to run it
+_in_worker = False  # set in forked workers: their own maps run in them (a pool's workers may not fork a pool)
 _STARTED = object()  # what started_map's generator yields once its workers run
 TERMINATE_GRACE = 2.0  # seconds a stopped worker has to exit before it is killed
 BACKGROUND_NICE = 10  # started_map's workers: CFS gives a nice-10 process about a tenth of a normal one's share
@@ -28,9 +29,9 @@ def default_jobs() -> int:
 def forked_map(fn: Callable[[Any], Any], items: Iterable[Any], jobs: int | None = None, ordered: bool = False
                ) -> Iterator[Any]:
     """fn(item) for each item, in `jobs` forked workers (default: the CPUs), results in item order or, unordered,
-    as they finish. `fn` may be a closure. In this process when there is one job or one item, or no fork (not on
-    Linux and macOS). Ctrl-C or an error stops the workers: they exit through SystemExit, so their own child
-    processes (Graphviz) and temporary files are cleaned up."""
+    as they finish. `fn` may be a closure. In this process when there is one job or one item, in a forked worker,
+    or no fork (not on Linux and macOS). Ctrl-C or an error stops the workers: they exit through SystemExit, so their
+    own child processes (Graphviz) and temporary files are cleaned up."""
     return _map(fn, items, jobs, ordered, started=False)
 
 
@@ -49,7 +50,7 @@ def _map(fn: Callable[[Any], Any], items: Iterable[Any], jobs: int | None, order
     global _work
     items = list(items)
     jobs = max(1, default_jobs() if jobs is None else jobs)
-    if jobs == 1 or len(items) <= 1 or not _can_fork():
+    if jobs == 1 or len(items) <= 1 or _in_worker or not _can_fork():
         if started:
             yield _STARTED
         yield from map(fn, items)
@@ -141,6 +142,8 @@ def _call(item: Any) -> Any:
 
 
 def _worker_init(nice: int = 0, warm: Callable[[], Any] | None = None) -> None:
+    global _in_worker
+    _in_worker = True
     if nice:
         os.nice(nice)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops the pool

@@ -106,20 +106,30 @@ def _subdict(d: dict[int, Any], keys: np.ndarray, a: int, b: int) -> dict:
 
 def windows(tl: Timeline, plan_: list[Window]) -> Iterator[tuple[Window, Timeline]]:
     """Each window's Timeline, in order (made one at a time: a 20M-event run holds one window besides itself)."""
-    for t in tl.tracks:
-        _in_time_order(t)
-    keys = {id(t): [np.sort(np.fromiter(d, np.int64, len(d))) for d in (t.args, t.flows_out, t.flows_in, t.stacks)]
-            for t in tl.tracks}
-    for w in plan_:
-        out = _empty_like(tl)
-        flows: list[tuple[Track, set[int], set[int]]] = []
+    cut = Cutter(tl)
+    return ((w, cut(w)) for w in plan_)
+
+
+class Cutter:
+    """Cuts windows out of a timeline, each on its own (forked writers each cut the windows they write)."""
+
+    def __init__(self, tl: Timeline) -> None:
         for t in tl.tracks:
+            _in_time_order(t)
+        self.tl = tl
+        self.keys = {id(t): [np.sort(np.fromiter(d, np.int64, len(d))) for d in (t.args, t.flows_out, t.flows_in,
+                                                                                   t.stacks)] for t in tl.tracks}
+
+    def __call__(self, w: Window) -> Timeline:
+        out = _empty_like(self.tl)
+        flows: list[tuple[Track, set[int], set[int]]] = []
+        for t in self.tl.tracks:
             ts = np.asarray(t.ts)
             a, b = (int(x) for x in np.searchsorted(ts, [w.start, w.end], "left")) if len(t) else (0, 0)
             x = _bare(t)
             if t.kind == "slice":
                 x.ts, x.dur, x.names = t.ts[a:b], t.dur[a:b], t.names[a:b]
-                args_k, out_k, in_k, stacks_k = keys[id(t)]
+                args_k, out_k, in_k, stacks_k = self.keys[id(t)]
                 x.args, x.stacks = _subdict(t.args, args_k, a, b), _subdict(t.stacks, stacks_k, a, b)
                 x.flows_out, x.flows_in = _subdict(t.flows_out, out_k, a, b), _subdict(t.flows_in, in_k, a, b)
                 flows.append((x, {f for v in x.flows_out.values() for f in v}, {f for v in x.flows_in.values()
@@ -133,7 +143,7 @@ def windows(tl: Timeline, plan_: list[Window]) -> Iterator[tuple[Window, Timelin
                     x.values.insert(0, int(values[a - 1]))
             out.tracks.append(x)
         _keep_whole_flows(flows)
-        yield w, out
+        return out
 
 
 def _in_time_order(t: Track) -> None:

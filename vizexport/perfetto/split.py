@@ -9,15 +9,19 @@ Everything appears at once when complete (written beside and moved in), or not a
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..forks import forked_map
 from ..output import Progress, atomic_folder, write_atomic
 from ..timeline import Timeline
-from ..windows import OVERVIEW_SLICES, Window, overview, plan, windows
+from ..windows import OVERVIEW_SLICES, Cutter, Window, overview, plan
 from . import GZ, write_trace, writer_for
+from .proto import PARALLEL_MIN
 
 INDEX = "index.json"
+OVERVIEW = "overview"  # its name in the folder while the parts are written
 
 
 @dataclass
@@ -46,25 +50,33 @@ def suffix_of(path: Path) -> str:
 
 def write_split(tl: Timeline, path: Path, window_events: int, compress: bool = True,
                 overview_slices: int = OVERVIEW_SLICES, progress: Progress | None = None) -> Split:
-    """Write `tl` as windows of about `window_events` events and an overview; returns what was written."""
+    """Write `tl` as windows of about `window_events` events and an overview; returns what was written. Forked
+    workers each cut and write whole windows, one of them the overview first: windows are independent files, so
+    this keeps the cores busier than encoding each window's tracks in parallel would (what is left between them)."""
     parts = plan(tl, window_events)
     t0 = parts[0].start if parts else 0
     folder, suffix = windows_folder(path), suffix_of(path)
-    total, done = tl.n_events(), 0
-    size = 0
+    names = [f"{w.name}_{(w.start - t0) / 1e9:.3f}s-{(w.end - t0) / 1e9:.3f}s{suffix}" for w in parts]
+    cut = Cutter(tl)  # before the fork: every worker inherits its index of the tracks
+    total, done, size = tl.n_events(), 0, 0
     with atomic_folder(folder) as tmp:
-        entries = []
-        for w, wt in windows(tl, parts):
-            name = f"{w.name}_{(w.start - t0) / 1e9:.3f}s-{(w.end - t0) / 1e9:.3f}s{suffix}"
-            size += write_trace(wt, tmp / name, compress)
-            entries.append({"file": name, "start_ns": w.start, "end_ns": w.end, "start_s": (w.start - t0) / 1e9,
-                            "end_s": (w.end - t0) / 1e9, "events": w.events})
-            done += w.events
+        def write_part(k: int) -> tuple[int, int]:
+            """Part k (-1: the overview, written in the folder until all is done) → (k, bytes written)."""
+            if k < 0:
+                return k, write_trace(overview(tl, parts, overview_slices), tmp / (OVERVIEW + suffix), compress)
+            return k, write_trace(cut(parts[k]), tmp / names[k], compress)
+
+        jobs = None if total >= PARALLEL_MIN else 1
+        for k, n in forked_map(write_part, range(-1, len(parts)), jobs):
+            size += n
+            done += parts[k].events if k >= 0 else 0
             if progress is not None:
                 progress(done, total)
+        entries = [{"file": name, "start_ns": w.start, "end_ns": w.end, "start_s": (w.start - t0) / 1e9,
+                    "end_s": (w.end - t0) / 1e9, "events": w.events} for w, name in zip(parts, names, strict=True)]
         index = {"overview": path.name, "t0_ns": t0, "events": total, "windows": entries}
         write_atomic(tmp / INDEX, (json.dumps(index, indent=1) + "\n").encode())
-        size += write_trace(overview(tl, parts, overview_slices), path, compress)
+        os.replace(tmp / (OVERVIEW + suffix), path)
     return Split(path, folder, parts, size)
 
 
