@@ -231,16 +231,21 @@ def test_progress_reports_every_event(tmp_path: Path, suffix: str):
 
 
 def test_parallel_encoding_gives_the_same_bytes(monkeypatch: pytest.MonkeyPatch):
-    """Forked encoder workers (used for big timelines) write exactly what one process writes, progress included."""
+    """Forked encoder workers (used for big timelines) write exactly what one process writes, progress included,
+    the callstack samples (made first, beside the segments) last."""
     tl = build_timeline(load_profile(ROOT / "vizexport" / "data" / "sample" / "profile.pkl"))
     monkeypatch.setattr(proto, "PARALLEL_MIN", 0)
     monkeypatch.setattr(proto, "SEGMENT", 50)  # several segments per big track
     outs, calls = [], []
     for jobs in (1, 2):
         b = io.BytesIO()
-        proto.write(tl, b, jobs=jobs, progress=lambda d, t: calls.append((d, t)))
+        assert proto.write(tl, b, jobs=jobs, progress=lambda d, t: calls.append((d, t))) == len(b.getvalue())
         outs.append(b.getvalue())
     assert outs[0] == outs[1] and calls[-1] == (tl.n_events(), tl.n_events())
+    kinds = [p.WhichOneof("data") for p in trace_rules.packets(outs[0])[0]]
+    last_event = max(i for i, k in enumerate(kinds) if k == "track_event")
+    samples = [i for i, k in enumerate(kinds) if k == "streaming_profile_packet"]
+    assert len(samples) == sum(len(t.stacks) for t in tl.tracks) > 10 and min(samples) > last_event
 
 
 def test_hand_written_field_numbers_are_perfetto_s():
