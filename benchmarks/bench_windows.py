@@ -3,6 +3,7 @@ loaded in the real Perfetto UI (perfetto-check's tpqmem: load seconds, browser m
 and the 32-bit engine.
 
 Usage: python benchmarks/bench_windows.py [--events N] [--workdir DIR] [--no-ui] [--skip-single] [--baseline DIR]
+                                        [--repeat K]
 
 The profile is made once by benchmarks/make_big_profile.py (bench_big.py does the same). Targets (issue 21): overview
 + windows in <= 0.7x the single trace's conversion time and <= 8 GiB peak RSS; every window and the overview load in
@@ -61,6 +62,14 @@ def ui_load(trace: Path, engine32: bool = False) -> tuple[int, float, int, list,
     return int(rc), float(secs), int(mb), rows[0], rows[1]
 
 
+def _median(runs: list[dict]) -> dict | None:
+    """The run of median time (peak RSS: the largest of any run)."""
+    if not runs:
+        return None
+    mid = sorted(runs, key=lambda r: r["seconds"])[(len(runs) - 1) // 2]
+    return {**mid, "rss": max(r["rss"] for r in runs)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--events", type=int, default=20_000_000)
@@ -68,6 +77,7 @@ def main() -> None:
     ap.add_argument("--window-events", type=int, default=0, help="default: vizexport's")
     ap.add_argument("--no-ui", action="store_true")
     ap.add_argument("--skip-single", action="store_true")
+    ap.add_argument("--repeat", type=int, default=1, help="conversions of each kind, alternated (medians)")
     ap.add_argument("--baseline", type=Path, help="another vizexport checkout (e.g. before windows) for the one trace")
     a = ap.parse_args()
     big = a.workdir / f"profile_{a.events}.pkl"
@@ -76,11 +86,18 @@ def main() -> None:
                         "--workdir", str(a.workdir)], check=True)
     from vizexport.windows import WINDOW_EVENTS
     budget = a.window_events or WINDOW_EVENTS
-    single = None if a.skip_single else convert(big, a.workdir / f"single_{a.events}.pftrace", 0,
-                                                 a.baseline or ROOT)
-    mine = convert(big, a.workdir / f"mine_{a.events}.pftrace", 0, ROOT) if single and a.baseline else single
-    split = convert(big, a.workdir / f"run_{a.events}.pftrace", budget)
-    print(f"profile {big} ({a.events:,} events, {big.stat().st_size / 1e9:.2f} GB)")
+    runs: dict[str, list[dict]] = {"single": [], "mine": [], "split": []}
+    for _ in range(a.repeat):  # alternated: this machine's speed drifts over minutes
+        if not a.skip_single:
+            runs["single"].append(convert(big, a.workdir / f"single_{a.events}.pftrace", 0, a.baseline or ROOT))
+            if a.baseline:
+                runs["mine"].append(convert(big, a.workdir / f"mine_{a.events}.pftrace", 0, ROOT))
+        runs["split"].append(convert(big, a.workdir / f"run_{a.events}.pftrace", budget))
+    single, mine, split = (_median(runs[k]) for k in ("single", "mine", "split"))
+    mine = mine or single
+    spread = "; ".join(f"{k} " + ", ".join(f"{r['seconds']:.1f}" for r in v) + " s" for k, v in runs.items() if v)
+    print(f"profile {big} ({a.events:,} events, {big.stat().st_size / 1e9:.2f} GB)"
+          + (f"; medians of {a.repeat} runs, alternated: {spread}" if a.repeat > 1 else ""))
     if single:
         print(f"  one trace:          {single['seconds']:7.1f} s, peak RSS {single['rss'] / GIB:.2f} GiB "
               f"({'vizexport at ' + str(a.baseline) if a.baseline else 'this vizexport'}, --no-split)")

@@ -104,7 +104,6 @@ def inner_pids(_: int) -> tuple[int, set[int]]:
 @needs_fork
 def test_a_map_inside_a_forked_worker_runs_in_that_worker():
     """A pool's workers are daemons, which may not fork (the windows writer's workers each encode a whole trace)."""
-    got = list(forks.forked_map(inner_pids, range(2), jobs=2))
-    assert len({pid for pid, _ in got} | {os.getpid()}) == 3
-    assert all(inner == {pid} for pid, inner in got)
+    got = list(forks.forked_map(inner_pids, range(2), jobs=2))  # (one worker may take both items)
+    assert len(got) == 2 and all(pid != os.getpid() and inner == {pid} for pid, inner in got)
     assert forks._in_worker is False

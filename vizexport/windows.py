@@ -15,7 +15,6 @@ Both are plain Timelines: every trace writer writes them.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,14 +103,9 @@ def _subdict(d: dict[int, Any], keys: np.ndarray, a: int, b: int) -> dict:
     return {k - a: d[k] for k in keys[lo:hi].tolist()}
 
 
-def windows(tl: Timeline, plan_: list[Window]) -> Iterator[tuple[Window, Timeline]]:
-    """Each window's Timeline, in order (made one at a time: a 20M-event run holds one window besides itself)."""
-    cut = Cutter(tl)
-    return ((w, cut(w)) for w in plan_)
-
-
 class Cutter:
-    """Cuts windows out of a timeline, each on its own (forked writers each cut the windows they write)."""
+    """Cuts a window's Timeline out of a timeline, one window at a time (the forked writers each cut the windows they
+    write: a 20M-event run holds one window per writer besides itself)."""
 
     def __init__(self, tl: Timeline) -> None:
         for t in tl.tracks:

@@ -2,7 +2,7 @@
 
     run.pftrace                       the overview of the whole run (windows.overview)
     run.windows/index.json            the run's start, and per window: file, start and end (ns and s from the start)
-    run.windows/w0000_0.000s-12.500s.pftrace, …   the windows (windows.windows), in the output's format
+    run.windows/w0000_0.000s-12.500s.pftrace, …   the windows (windows.Cutter), in the output's format
 
 Everything appears at once when complete (written beside and moved in), or not at all.
 """
@@ -51,8 +51,8 @@ def suffix_of(path: Path) -> str:
 def write_split(tl: Timeline, path: Path, window_events: int, compress: bool = True,
                 overview_slices: int = OVERVIEW_SLICES, progress: Progress | None = None) -> Split:
     """Write `tl` as windows of about `window_events` events and an overview; returns what was written. Forked
-    workers each cut and write whole windows, one of them the overview first: windows are independent files, so
-    this keeps the cores busier than encoding each window's tracks in parallel would (what is left between them)."""
+    workers each cut and write whole windows (one of them the overview first): windows are independent files, so
+    the cores stay busy, where encoding one window's tracks at a time left them idle between windows."""
     parts = plan(tl, window_events)
     t0 = parts[0].start if parts else 0
     folder, suffix = windows_folder(path), suffix_of(path)
