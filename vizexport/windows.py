@@ -23,7 +23,9 @@ import numpy as np
 from .timeline import Role, Timeline, Track
 from .units import duration_text
 
-WINDOW_EVENTS = 2_000_000  # events per window: 2.4M-event windows took 20-25 s and ~0.6 GB to open in the Perfetto UI
+# events per window: in the Perfetto UI here, 2.4M-event windows took 20-25 s and ~0.6 GB to open, 2M ones 16.5-20.2 s,
+# 1.6M ones 13.8-15.7 s and +370-400 MB (the target is 20 s; this machine's speed drifts by 10 % and more)
+WINDOW_EVENTS = 1_600_000
 OVERVIEW_SLICES = 200_000  # slices an overview keeps whole
 OVERVIEW_BINS = 2_000  # intervals short slices are folded into, and counters reduced to
 NATURAL = (Role.GRAPH, Role.MARKERS)  # tracks whose event starts make good cuts
