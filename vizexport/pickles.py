@@ -527,8 +527,7 @@ class _Feed:
         self.f.seek(start)
         data = self.f.read(end - start)
         if k == 0 and data[:1] == OP.FRAME:  # the first frame opens with EMPTY_LIST: drop it (the sink is pushed)
-            length = int.from_bytes(data[1:FRAME_HEADER], "little") - 1
-            data = OP.FRAME + length.to_bytes(8, "little") + data[FRAME_HEADER + 1:]
+            data = _frame(data[FRAME_HEADER + 1:])
         elif k == 0:
             data = data[1:]
         else:
