@@ -10,8 +10,25 @@ does not know them and flags each as an error (`unknown_extension_fields`); Perf
 """
 from __future__ import annotations
 
+import numpy as np
+
 from ..timeline import Frame, Timeline
-from .proto import CLOCK_BOOTTIME, SEQ_NEEDS, Trace, TracePacket, TracePacketDefaults, field, sfield, vfield
+from .proto import (
+    CLOCK_BOOTTIME,
+    SEQ_NEEDS,
+    TIMESTAMP_TAG,
+    WIRE_LEN,
+    WIRE_VARINT,
+    Trace,
+    TracePacket,
+    TracePacketDefaults,
+    field,
+    packets,
+    sfield,
+    varint,
+    varint_sizes,
+    vfield,
+)
 
 PID = 1  # the process the host's Python threads are shown in (a profile records no pid)
 PROCESS_NAME = "Python"
@@ -27,6 +44,11 @@ class ThreadDescriptorFields:  # ThreadDescriptor (the legacy one a sequence's s
 
 class StreamingProfilePacket:
     CALLSTACK_IID, TIMESTAMP_DELTA_US = 1, 2
+
+
+SAMPLE_TAG = varint(TracePacketFields.STREAMING_PROFILE_PACKET << 3 | WIRE_LEN)
+CALLSTACK_TAG = varint(StreamingProfilePacket.CALLSTACK_IID << 3 | WIRE_VARINT)
+DELTA_TAG = varint(StreamingProfilePacket.TIMESTAMP_DELTA_US << 3 | WIRE_VARINT)
 
 
 class ProcessTree:
@@ -114,42 +136,54 @@ class _Interner:
                         b"".join(vfield(CallstackFields.FRAME_IDS, f) for f in ids))
 
 
-def samples(tl: Timeline, first_seq: int) -> list[bytes]:
+def samples(tl: Timeline, first_seq: int) -> tuple[bytes, np.ndarray]:
     """Packets naming the process and threads, then per thread a sequence: a ThreadDescriptor (which ties the
     sequence's samples to the thread and sets the reference time), then one sample per slice with a callstack, in
-    time order, each defining the interned data it is the first to use."""
+    time order, each defining the interned data it is the first to use. Returns them joined, and where each ends."""
     tids = threads(tl)
-    found = sorted((tids[tl.path(t)[0].name], t.ts[i], sid) for t in tl.walk() for i, sid in t.stacks.items())
-    if not found:
-        return []
-    out = [process_tree(tl, tids)]
+    if not tids:
+        return b"", np.zeros(0, np.int64)
+    found: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {tid: [] for tid in tids.values()}
+    for t in tl.walk():
+        if t.stacks:
+            at = np.fromiter(t.stacks, np.int64, len(t.stacks))
+            found[tids[tl.path(t)[0].name]].append((np.frombuffer(t.ts, np.int64)[at],
+                                                     np.fromiter(t.stacks.values(), np.int64, len(at))))
+    tree = process_tree(tl, tids)
+    runs = [(tree, np.array([len(tree)]))]
     for n, (name, tid) in enumerate(tids.items()):
-        mine = [(ts, sid) for t, ts, sid in found if t == tid]
-        out += _thread_samples(tl, first_seq + n, name, tid, mine)
-    return out
+        ts, sids = (np.concatenate(c) for c in zip(*found[tid], strict=True))
+        order = np.lexsort((sids, ts))  # by time, then stack
+        runs.append(_thread_samples(tl, first_seq + n, name, tid, ts[order], sids[order]))
+    starts = np.cumsum([0] + [len(data) for data, _ in runs])
+    ends = [e + at for (_, e), at in zip(runs, starts[:-1], strict=True)]
+    return b"".join(data for data, _ in runs), np.concatenate(ends)
 
 
-def _thread_samples(tl: Timeline, seq_id: int, name: str, tid: int, found: list[tuple[int, int]]) -> list[bytes]:
+def _thread_samples(tl: Timeline, seq_id: int, name: str, tid: int, ts: np.ndarray, sids: np.ndarray
+                    ) -> tuple[bytes, np.ndarray]:
+    """The thread's sequence: its descriptor packet, then its samples (framed column-wise)."""
     seq = vfield(TracePacket.TRUSTED_PACKET_SEQUENCE_ID, seq_id)
     needs = seq + vfield(TracePacket.SEQUENCE_FLAGS, SEQ_NEEDS)
-    last_us = max(found[0][0], 0) // 1000
+    us = np.maximum(ts, 0) // 1000  # the samples' clock counts µs
     TD = ThreadDescriptorFields
     desc = vfield(TD.PID, PID) + vfield(TD.TID, tid) + sfield(TD.THREAD_NAME, name) + \
-        vfield(TD.REFERENCE_TIMESTAMP_US, last_us)
-    head = vfield(TracePacket.TIMESTAMP, last_us * 1000) + field(TracePacketFields.THREAD_DESCRIPTOR, desc) + \
+        vfield(TD.REFERENCE_TIMESTAMP_US, int(us[0]))
+    head = vfield(TracePacket.TIMESTAMP, int(us[0]) * 1000) + field(TracePacketFields.THREAD_DESCRIPTOR, desc) + \
         field(TracePacket.TRACE_PACKET_DEFAULTS, vfield(TracePacketDefaults.TIMESTAMP_CLOCK_ID, CLOCK_BOOTTIME)) + \
         seq + vfield(TracePacket.SEQUENCE_FLAGS, TracePacket.SEQ_INCREMENTAL_STATE_CLEARED | SEQ_NEEDS)
-    out = [field(Trace.PACKET, head)]
-    interned = _Interner()
-    for ts, sid in found:
-        us = max(ts, 0) // 1000  # the samples' clock counts µs
-        iid = interned.stack(sid, tl.stacks[sid])
-        sample = vfield(StreamingProfilePacket.CALLSTACK_IID, iid) + \
-            vfield(StreamingProfilePacket.TIMESTAMP_DELTA_US, us - last_us)
-        last_us = us
-        pkt = vfield(TracePacket.TIMESTAMP, us * 1000) + field(TracePacketFields.STREAMING_PROFILE_PACKET, sample)
-        if interned.new:
-            pkt += field(TracePacket.INTERNED_DATA, bytes(interned.new))
-            interned.new.clear()
-        out.append(field(Trace.PACKET, pkt + needs))
-    return out
+    # each stack's first sample defines its interned data (stacks taken in order of first use): tails[1 + k]
+    stacks, first, inverse = np.unique(sids, return_index=True, return_inverse=True)
+    interned, tails = _Interner(), [needs]
+    iids, tail_ids = np.empty(len(stacks), np.int64), np.zeros(len(sids), np.int64)
+    for g in np.argsort(first).tolist():
+        iids[g] = interned.stack(int(stacks[g]), tl.stacks[int(stacks[g])])
+        tail_ids[first[g]] = len(tails)
+        tails.append(field(TracePacket.INTERNED_DATA, bytes(interned.new)) + needs)
+        interned.new.clear()
+    iid, delta = iids[inverse.ravel()], np.diff(us, prepend=us[0])
+    size = len(CALLSTACK_TAG) + len(DELTA_TAG) + varint_sizes(iid) + varint_sizes(delta)
+    data, ends = packets([(TIMESTAMP_TAG, us * 1000), (SAMPLE_TAG, size), (CALLSTACK_TAG, iid), (DELTA_TAG, delta)],
+                         tail_ids, tails)
+    head = field(Trace.PACKET, head)
+    return head + data, np.concatenate(([len(head)], ends + len(head)))

@@ -319,7 +319,7 @@ def _slices(seq: _Sequence, t: Track, start: int, end: int) -> tuple[bytes, np.n
     begin_tails = later_tail[inverse.ravel()]
     begin_tails[first] = first_tail
     tail_ids[~is_end] = begin_tails
-    return _packets(seq, time, tail_ids, tails)
+    return packets(stamped(time), tail_ids, tails)
 
 
 def _counters(seq: _Sequence, t: Track, start: int, end: int) -> tuple[bytes, np.ndarray]:
@@ -329,10 +329,10 @@ def _counters(seq: _Sequence, t: Track, start: int, end: int) -> tuple[bytes, np
     for v in values.tolist():
         event = vfield(TrackEvent.TYPE, TrackEvent.TYPE_COUNTER) + vfield(TrackEvent.COUNTER_VALUE, v)
         tails.append(field(TracePacket.TRACK_EVENT, event) + seq.needs)
-    return _packets(seq, _column(t.ts)[start:end], inverse.ravel(), tails)
+    return packets(stamped(_column(t.ts)[start:end]), inverse.ravel(), tails)
 
 
-def _varint_sizes(v: np.ndarray) -> np.ndarray:
+def varint_sizes(v: np.ndarray) -> np.ndarray:
     """Bytes of each (non-negative) value's varint."""
     return 1 + sum((v >= 1 << (7 * k)).astype(np.int64) for k in range(1, 9))
 
@@ -343,22 +343,32 @@ def _put_varints(out: np.ndarray, at: np.ndarray, v: np.ndarray, sizes: np.ndarr
         out[at[m] + k] = ((v[m] >> (7 * k)) & 0x7F) | np.where(sizes[m] > k + 1, 0x80, 0)
 
 
-def _packets(seq: _Sequence, time: np.ndarray, tail_ids: np.ndarray, tails: list[bytes]) -> tuple[bytes, np.ndarray]:
-    """Frame packet k as Trace.packet{timestamp: time[k], then tails[tail_ids[k]]}; returns the bytes and where each
-    packet ends."""
-    delta = np.maximum(time, 0)  # uint64 on the wire: the host clock never goes below 0
+def stamped(time: np.ndarray) -> list[tuple[bytes, np.ndarray]]:
+    """Packets' timestamp field (uint64 on the wire: the host clock never goes below 0)."""
+    return [(TIMESTAMP_TAG, np.maximum(time, 0))]
+
+
+def packets(fields: list[tuple[bytes, np.ndarray]], tail_ids: np.ndarray, tails: list[bytes]
+             ) -> tuple[bytes, np.ndarray]:
+    """Frame packet k as Trace.packet{each varint field: tag, values[k]; then tails[tail_ids[k]]}, column-wise
+    (values are non-negative); returns the bytes and where each packet ends."""
     sizes = np.array([len(x) for x in tails], np.int64)
     tail_size = sizes[tail_ids]
-    delta_size = _varint_sizes(delta)
-    body = 1 + delta_size + tail_size
-    body_size = _varint_sizes(body)
+    value_sizes = [varint_sizes(v) for _, v in fields]
+    body = tail_size + sum(len(tag) + size for (tag, _), size in zip(fields, value_sizes, strict=True))
+    body_size = varint_sizes(body)
     ends = np.cumsum(1 + body_size + body)
     at = ends - body - body_size - 1
     out = np.empty(int(ends[-1]) if len(ends) else 0, np.uint8)
     out[at] = PACKET_TAG[0]
     _put_varints(out, at + 1, body, body_size)
-    out[at + 1 + body_size] = TIMESTAMP_TAG[0]
-    _put_varints(out, at + 2 + body_size, delta, delta_size)
+    at = at + 1 + body_size
+    for (tag, values), size in zip(fields, value_sizes, strict=True):
+        for byte in tag:
+            out[at] = byte
+            at = at + 1
+        _put_varints(out, at, values, size)
+        at = at + size
     # every tail byte: from its place in the joined tails to its place in the packet
     offsets = (np.cumsum(sizes) - sizes)[tail_ids]
     run = np.cumsum(tail_size) - tail_size
@@ -478,5 +488,5 @@ def _encode_part(tl: Timeline, work: list[tuple[int, int, int, int]], compress: 
     if k >= 0:
         return k, _encode(tl, work[k], compress)
     from .callstacks import samples  # it builds on this module's encoders
-    packets = samples(tl, 2 + len(work))  # sequences after the tracks' ones
-    return k, _framed(b"".join(packets), np.cumsum([len(x) for x in packets]), compress) if packets else b""
+    data, ends = samples(tl, 2 + len(work))  # sequences after the tracks' ones
+    return k, _framed(data, ends, compress)
