@@ -107,3 +107,23 @@ def test_a_map_inside_a_forked_worker_runs_in_that_worker():
     got = list(forks.forked_map(inner_pids, range(2), jobs=2))  # (one worker may take both items)
     assert len(got) == 2 and all(pid != os.getpid() and inner == {pid} for pid, inner in got)
     assert forks._in_worker is False
+
+
+@needs_fork
+def test_forked_runs_a_closure_in_a_child_that_inherits_its_data():
+    """The timeline builder prepares host spans this way: the data is inherited, only the result travels back."""
+    data = list(range(100_000))
+    wait = forks.forked(lambda: (os.getpid(), sum(data), forks._in_worker))
+    data.append(1)  # the child forked before this
+    pid, total, in_worker = wait()
+    assert pid != os.getpid() and total == 4_999_950_000 and in_worker is True
+
+
+@needs_fork
+def test_forked_passes_on_the_childs_error_and_runs_in_process_inside_a_worker():
+    def fail() -> None:
+        raise KeyError("bad span")
+    with pytest.raises(KeyError, match="bad span"):
+        forks.forked(fail)()
+    pids = list(forks.forked_map(lambda _: forks.forked(os.getpid)() == os.getpid(), range(2), jobs=2))
+    assert pids == [True, True]

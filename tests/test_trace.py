@@ -248,6 +248,22 @@ def test_parallel_encoding_gives_the_same_bytes(monkeypatch: pytest.MonkeyPatch)
     assert len(samples) == sum(len(t.stacks) for t in tl.tracks) > 10 and min(samples) > last_event
 
 
+def test_host_spans_prepared_in_a_forked_process_give_the_same_timeline(monkeypatch: pytest.MonkeyPatch):
+    """Big profiles' host spans are sorted and named in a forked process while the builder does the rest: the
+    timeline is the same, ids included (they are interned as tracks are placed)."""
+    from vizexport.tinygrad import timeline as builder
+    prof = load_profile(SAMPLE / "profile.pkl")
+    here = build_timeline(prof)
+    monkeypatch.setattr(builder, "FORK_SPANS", 0)
+    forked = build_timeline(prof)
+
+    def content(tl: Timeline) -> list:
+        return [tl.strings, tl.stacks, [(t.uuid, t.name, t.parent, t.ts, t.dur, t.names, t.args, t.stacks, t.flows_out,
+                                         t.flows_in) for t in tl.tracks]]
+    assert content(forked) == content(here) and sum(len(t.stacks) for t in here.tracks) > 10
+    assert sum(len(t) for t in here.tracks if t.role is Role.HOST) > 100
+
+
 def test_hand_written_field_numbers_are_perfetto_s():
     """The encoder's named field numbers and enum values are those of the official schema (perfetto_trace_pb2)."""
     messages = {proto.Trace: pb.Trace, proto.TracePacket: pb.TracePacket, proto.TracePacketDefaults:

@@ -92,18 +92,35 @@ def in_background(fn: Callable[..., Any], *args: Any, warm: Callable[[], Any] | 
         return lambda: result
     pool = _prepared.pop(warm, None) if warm is not None else None
     pool = pool or _pool(1, warm=warm)
-    pending = pool.apply_async(fn, args)
+    return _waiter(pool, pool.apply_async(fn, args))
+
+
+def forked(fn: Callable[[], Any]) -> Callable[[], Any]:
+    """Start fn() in a forked process, which inherits what fn needs (a closure: only its result is pickled); returns
+    the function that waits for the result. Where there is no fork, or in a forked worker, fn runs when waited for."""
+    global _work
+    if _in_worker or not _can_fork():
+        return fn
+    _work = lambda _: fn()  # noqa: E731 (inherited by the worker forked next)
+    try:
+        pool = _pool(1)
+    finally:
+        _work = None
+    return _waiter(pool, pool.apply_async(_call, (None,)))
+
+
+def _waiter(pool: Any, pending: Any) -> Callable[[], Any]:
+    """The function that waits for a one-task pool's result (the pool is closed: its worker exits once done)."""
     pool.close()
 
     def wait() -> Any:
         try:
-            result = pending.get()
+            return pending.get()
         except BaseException:
             _terminate(pool)
             raise
         finally:
-            pool.join()  # closed: the worker exits of itself once its task is done
-        return result
+            pool.join()
     return wait
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import bisect
 from collections import defaultdict
+from dataclasses import dataclass
+from functools import partial
 from itertools import compress
 from operator import attrgetter
 from pathlib import Path
@@ -17,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..devices import HOST, device_root, is_copy, is_copy_engine, natural
+from ..forks import forked
 from ..pma import add_pma_tracks
 from ..records import Alloc, Exec, Marker, Profile, RewriteLog, Span
 from ..sqtt import Launch, add_sqtt_tracks, load_launches, pmc_span_args
@@ -37,6 +40,8 @@ from ..timeline import (
 from .buffers import lifetimes
 from .estimates import Estimates
 from .launches import LAUNCHES, add_launches, exec_args, link_launches
+
+FORK_SPANS = 300_000  # spans from which host spans are prepared in a forked process (below, forking costs more)
 
 
 def _span_column(spans: np.ndarray, field: str, missing: np.ndarray | None = None) -> np.ndarray:
@@ -86,13 +91,73 @@ def build_timeline(prof: Profile, rewrites: RewriteLog | None = None, launches: 
     return _Builder(prof, rewrites, launches).build()
 
 
+@dataclass
+class _Columns:
+    """One device string's spans as its tracks hold them (sorted, a lane each), before any is placed: rows give each
+    span's name, args and callstack. Made apart from placing (a host device's in a forked process) and interned only
+    when placed, so that ids come in the order placing uses them."""
+
+    idx: np.ndarray | None  # the profile's index of each device span (host spans are not looked up by it)
+    st: np.ndarray
+    dur: np.ndarray  # -1: an instant
+    lanes: np.ndarray
+    rows: np.ndarray  # each span's row of names, args and frames (int32: host columns travel between processes)
+    names: list[str]  # rows in order of first use
+    args: np.ndarray  # dict per row (shared by the spans of a row)
+    frames: list[tuple[Frame, ...] | None]  # the row's callstack, outermost frame first
+
+
+def _sorted_spans(spans: list[Span], idx: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                                                                 np.ndarray]:
+    """Spans in track order, (start, -end) (a never-ended one has zero length): them, their profile indexes, starts,
+    durations (-1: instant) and lanes (one, unless a vectorized check finds partial overlaps)."""
+    sub = np.fromiter(map(spans.__getitem__, idx), object, len(idx))
+    st = _span_column(sub, "st")
+    en = _span_column(sub, "en", missing=st)
+    order = np.lexsort((-np.where(en == 0, st, en), st))  # as sorted() by (st, -(en or st)): stable
+    st, en = st[order], np.maximum(en[order], st[order])
+    lanes = np.zeros(len(sub), np.int8) if _nested(st, en) else np.array(_lanes(st.tolist(), en.tolist()))
+    return sub[order], np.array(idx)[order], st, np.where(en > st, en - st, -1), lanes
+
+
+def _frames(tb: Any) -> tuple[Frame, ...] | None:
+    """A Python traceback (innermost frame first) as a callstack."""
+    return tuple(Frame(f, line, fn) for f, line, fn, _ in reversed(tb)) if tb else None
+
+
+def _key_args(k: Any) -> tuple[str, dict]:
+    args = {}
+    if k.tb:
+        args[ARG_TB] = "\n".join(f"{f}:{line} {fn}\n    {code}" for f, line, fn, code in k.tb)
+    if isinstance(k.ret, str) and k.ret:
+        args[ARG_METADATA] = k.ret
+    ctx = [x for x in k.keys if isinstance(x, str)]
+    if ctx:
+        args["rewrite_context"] = ctx[0]
+    return k.name, args
+
+
+def _host_columns(spans: list[Span], by_dev: dict[str, list[int]]) -> dict[str, _Columns]:
+    """Host devices' spans (most of a profile's events): a row per shared Key, its name and args made once."""
+    out = {}
+    for dev, idx in by_dev.items():
+        sub, _, st, dur, lanes = _sorted_spans(spans, idx)
+        keys = list(map(attrgetter("key"), sub))
+        first = dict(zip(map(id, keys), keys, strict=True))  # each Key once, in order of first use
+        row = {i: n for n, i in enumerate(first)}
+        named = [_key_args(k) for k in first.values()]
+        out[dev] = _Columns(None, st, dur, lanes, np.fromiter(map(row.__getitem__, map(id, keys)), np.int32, len(keys)),
+                            [name for name, _ in named], np.fromiter((a for _, a in named), object, len(named)),
+                            [_frames(k.tb) for k in first.values()])
+    return out
+
+
 class _Builder:
     def __init__(self, prof: Profile, rewrites: RewriteLog | None, launches: list[Launch]) -> None:
         self.p, self.tl, self.launches = prof, Timeline(prof.path), launches
         self.est = Estimates(rewrites) if rewrites is not None else None
         self.placed: dict[int, tuple[Track, int]] = {}  # device span index → (track, event index)
         self.batches: dict[int, tuple[Track, int]] = {}  # graph batch index → its `batched N` slice
-        self.links = link_launches(prof)
         self.pmc: dict[int, dict] = {}
         self._named: dict[tuple[str, str], tuple[list[int], list]] = {}  # (device, kernel) → its exec events
 
@@ -101,6 +166,11 @@ class _Builder:
         codes = {d: c for c, d in enumerate(dict.fromkeys(devices))}
         by_code = np.fromiter(map(codes.__getitem__, devices), np.int64, len(devices))
         spans_by_dev = {d: np.flatnonzero(by_code == c).tolist() for d, c in codes.items()}
+        host = {d: idx for d, idx in spans_by_dev.items() if d in HOST}
+        # host spans are sorted and named in a forked process meanwhile (alone they take half of this build)
+        host_columns = partial(_host_columns, self.p.spans, host)
+        host_columns = forked(host_columns) if len(devices) >= FORK_SPANS else host_columns
+        self.links = link_launches(self.p)
         memory = self.p.memory()
         self.lifetimes = lifetimes(self.p) if memory else {}
         mem_devs = sorted(memory, key=natural)
@@ -111,17 +181,19 @@ class _Builder:
         execs = self._execs = self._execs_by_device()
         launches = self.launches  # AMD SQTT/PMC captures per kernel launch
         self.pmc = pmc_span_args(self.p, launches) if launches else {}
+        columns = {d: self._device_columns(d, idx, execs.get(d)) for d, idx in spans_by_dev.items() if d not in HOST}
+        columns |= host_columns()
         for root in order:
             group = self.tl.add_track(root, None, "group", Role.HOST if root in HOST else Role.DEVICE)
             devs = sorted((d for d in spans_by_dev if device_root(d) == root), key=natural)
             for d in (d for d in devs if d == root):
-                self._slices(group, d, spans_by_dev[d], execs.get(d))
+                self._place(group, d, columns.pop(d))
             if root == LAUNCHES and self.links.spans:
                 launches_track = self.tl.add_track("Launches", group, "slice", Role.LAUNCHES)
             if root in graph_roots:
                 self._graph_track(group, root)
             for d in (d for d in devs if d != root):
-                self._slices(group, d, spans_by_dev[d], execs.get(d))
+                self._place(group, d, columns.pop(d))
             for d in mem_devs:
                 if device_root(d) == root:
                     self._memory(group, d, *memory[d])
@@ -139,79 +211,38 @@ class _Builder:
         return self.tl
 
     # --- slices -------------------------------------------------------------------------------------------------
-    def _slices(self, group: Track, dev: str, idx: list[int], execs: list | None) -> None:
-        """Spans of one device string on as few same-named lanes as keep every lane properly nested.
-
-        Written for speed (host tracks hold most of a profile's events): times are numpy columns, one lane is
-        proven enough by a vectorized check, and a host span's name id and args are computed once per shared Key.
-        """
-        sub = np.fromiter(map(self.p.spans.__getitem__, idx), object, len(idx))
-        st, graph = _span_column(sub, "st"), _span_column(sub, "graph")
-        en = _span_column(sub, "en", missing=st)  # never ended: zero length
-        order = np.lexsort((-np.where(en == 0, st, en), st))  # as sorted() by (st, -(en or st)): stable
-        st, en, graph = st[order], en[order], graph[order]
-        en = np.maximum(en, st)
-        sub, idx = sub[order], np.array(idx)[order]
-        lanes = np.zeros(len(sub), np.int8) if _nested(st, en) else np.array(_lanes(st.tolist(), en.tolist()))
-        sids, args = self._names_args(sub, idx, dev, execs)
-        stacks = self._stacks(sub)
-        dur = np.where(en > st, en - st, -1)
-        n_lanes = int(lanes.max(initial=0)) + 1
+    def _place(self, group: Track, dev: str, c: _Columns) -> None:
+        """Spans of one device string on as many same-named lanes as keep every lane properly nested."""
+        intern, stack = self.tl.intern, self.tl.intern_stack
+        sids = np.array([intern(name) for name in c.names], np.int64)[c.rows]
+        stacks = np.array([-1 if f is None else stack(f) for f in c.frames], np.int64)[c.rows]
+        args = c.args[c.rows]
+        n_lanes = int(c.lanes.max(initial=0)) + 1
         role = Role.HOST if dev in HOST else Role.COPY if is_copy_engine(dev) else Role.QUEUE
         for lane in range(n_lanes):
-            at = np.flatnonzero(lanes == lane) if n_lanes > 1 else slice(None)
+            at = np.flatnonzero(c.lanes == lane) if n_lanes > 1 else slice(None)
             track = self.tl.add_track(dev, group, "slice", role)
-            track.ts.frombytes(st[at].tobytes())
-            track.dur.frombytes(dur[at].tobytes())
+            track.ts.frombytes(c.st[at].tobytes())
+            track.dur.frombytes(c.dur[at].tobytes())
             track.names.frombytes(sids[at].astype(f"i{track.names.itemsize}").tobytes())
             track.args = dict(compress(enumerate(args[at]), args[at]))
             track.stacks = {n: k for n, k in enumerate(stacks[at].tolist()) if k >= 0}
-            if role is not Role.HOST:
-                self.placed.update((i, (track, n)) for n, i in enumerate(idx[at].tolist()))
+            if c.idx is not None:
+                self.placed.update((i, (track, n)) for n, i in enumerate(c.idx[at].tolist()))
 
-    def _names_args(self, sub: np.ndarray, idx: np.ndarray, dev: str, execs: list | None
-                    ) -> tuple[np.ndarray, np.ndarray]:
-        """Each span's name id and args (a host span's computed once per shared Key)."""
-        intern, n = self.tl.intern, len(sub)
-        if dev in HOST:
-            keys, sid_of, args_of = list(map(attrgetter("key"), sub)), {}, {}
-            for i, k in dict(zip(map(id, keys), keys, strict=True)).items():  # each Key once, in order of first use
-                name, args_of[i] = self._key_args(k)
-                sid_of[i] = intern(name)
-            return (np.fromiter(map(sid_of.__getitem__, map(id, keys)), np.int64, n),
-                    np.fromiter(map(args_of.__getitem__, map(id, keys)), object, n))
-        sids, args = np.empty(n, np.int64), np.empty(n, object)
-        for j, (s, i) in enumerate(zip(sub, idx.tolist(), strict=True)):
+    def _device_columns(self, dev: str, idx: list[int], execs: list | None) -> _Columns:
+        """A device's spans: a row each (kernel args name the launch)."""
+        sub, at, st, dur, lanes = _sorted_spans(self.p.spans, idx)
+        names, args = [], np.empty(len(sub), object)
+        for j, (s, i) in enumerate(zip(sub, at.tolist(), strict=True)):
             name, a = self._device_name_args(s, execs)
-            sids[j], args[j] = intern(name), {**a, **self.pmc[i]} if i in self.pmc else a
-        return sids, args
-
-    def _stacks(self, sub: np.ndarray) -> np.ndarray:
-        """Each span's callstack id (-1: none), from its Key's Python traceback (innermost frame first)."""
-        ids: dict[int, int] = {}
-        out = np.full(len(sub), -1, np.int64)
-        for j, s in enumerate(sub):
-            tb = s.key.tb
-            if tb:
-                k = ids.get(id(tb))
-                if k is None:
-                    k = ids[id(tb)] = self.tl.intern_stack(tuple(Frame(f, line, fn) for f, line, fn, _ in reversed(tb)))
-                out[j] = k
-        return out
-
-    def _key_args(self, k: Any) -> tuple[str, dict]:
-        args = {}
-        if k.tb:
-            args[ARG_TB] = "\n".join(f"{f}:{line} {fn}\n    {code}" for f, line, fn, code in k.tb)
-        if isinstance(k.ret, str) and k.ret:
-            args[ARG_METADATA] = k.ret
-        ctx = [x for x in k.keys if isinstance(x, str)]
-        if ctx:
-            args["rewrite_context"] = ctx[0]
-        return k.name, args
+            names.append(name)
+            args[j] = {**a, **self.pmc[i]} if i in self.pmc else a
+        return _Columns(at, st, dur, lanes, np.arange(len(sub), dtype=np.int32), names, args,
+                        [_frames(s.key.tb) for s in sub])
 
     def _device_name_args(self, s: Span, execs: list | None) -> tuple[str, dict]:
-        k, args = s.key, dict(self._key_args(s.key)[1])
+        k, args = s.key, dict(_key_args(s.key)[1])
         dur = (s.en or s.st) - s.st
         ctx = self.est.lookup(s.profile_key, k.name) if self.est is not None else None
         if ctx is None and is_copy(s):  # a range linked to a kernel is one (0.11 flags every CPU range a copy)
