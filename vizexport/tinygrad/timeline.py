@@ -11,7 +11,6 @@ import bisect
 from collections import defaultdict
 from dataclasses import dataclass
 from functools import partial
-from itertools import compress
 from operator import attrgetter
 from pathlib import Path
 from typing import Any
@@ -216,7 +215,7 @@ class _Builder:
         intern, stack = self.tl.intern, self.tl.intern_stack
         sids = np.array([intern(name) for name in c.names], np.int64)[c.rows]
         stacks = np.array([-1 if f is None else stack(f) for f in c.frames], np.int64)[c.rows]
-        args = c.args[c.rows]
+        has_args = np.fromiter(map(bool, c.args), bool, len(c.args))[c.rows]
         n_lanes = int(c.lanes.max(initial=0)) + 1
         role = Role.HOST if dev in HOST else Role.COPY if is_copy_engine(dev) else Role.QUEUE
         for lane in range(n_lanes):
@@ -225,8 +224,9 @@ class _Builder:
             track.ts.frombytes(c.st[at].tobytes())
             track.dur.frombytes(c.dur[at].tobytes())
             track.names.frombytes(sids[at].astype(f"i{track.names.itemsize}").tobytes())
-            track.args = dict(compress(enumerate(args[at]), args[at]))
-            track.stacks = {n: k for n, k in enumerate(stacks[at].tolist()) if k >= 0}
+            rows, with_args, with_stack = c.rows[at], np.flatnonzero(has_args[at]), np.flatnonzero(stacks[at] >= 0)
+            track.args = dict(zip(with_args.tolist(), c.args[rows[with_args]].tolist(), strict=True))
+            track.stacks = dict(zip(with_stack.tolist(), stacks[at][with_stack].tolist(), strict=True))
             if c.idx is not None:
                 self.placed.update((i, (track, n)) for n, i in enumerate(c.idx[at].tolist()))
 
