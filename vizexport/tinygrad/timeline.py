@@ -136,6 +136,14 @@ def _key_args(k: Any) -> tuple[str, dict]:
     return k.name, args
 
 
+def _by_device(spans: list[Span]) -> dict[str, list[int]]:
+    """Each device string's span indexes."""
+    devices = list(map(attrgetter("device"), spans))
+    codes = {d: c for c, d in enumerate(dict.fromkeys(devices))}
+    by_code = np.fromiter(map(codes.__getitem__, devices), np.int64, len(devices))
+    return {d: np.flatnonzero(by_code == c).tolist() for d, c in codes.items()}
+
+
 def _host_columns(spans: list[Span], by_dev: dict[str, list[int]]) -> dict[str, _Columns]:
     """Host devices' spans (most of a profile's events): a row per shared Key, its name and args made once."""
     out = {}
@@ -161,14 +169,12 @@ class _Builder:
         self._named: dict[tuple[str, str], tuple[list[int], list]] = {}  # (device, kernel) → its exec events
 
     def build(self) -> Timeline:
-        devices = list(map(attrgetter("device"), self.p.spans))
-        codes = {d: c for c, d in enumerate(dict.fromkeys(devices))}
-        by_code = np.fromiter(map(codes.__getitem__, devices), np.int64, len(devices))
-        spans_by_dev = {d: np.flatnonzero(by_code == c).tolist() for d, c in codes.items()}
-        host = {d: idx for d, idx in spans_by_dev.items() if d in HOST}
-        # host spans are sorted and named in a forked process meanwhile (alone they take half of this build)
-        host_columns = partial(_host_columns, self.p.spans, host)
-        host_columns = forked(host_columns) if len(devices) >= FORK_SPANS else host_columns
+        spans_by_dev = _by_device(self.p.spans)
+        host = sorted((d for d in spans_by_dev if d in HOST), key=lambda d: len(spans_by_dev[d]))
+        # the biggest host device's spans (alone half of this build) are sorted and named in a forked process meanwhile
+        biggest = partial(_host_columns, self.p.spans, {d: spans_by_dev[d] for d in host[-1:]})
+        biggest = forked(biggest) if len(self.p.spans) >= FORK_SPANS else biggest
+        columns = _host_columns(self.p.spans, {d: spans_by_dev[d] for d in host[:-1]})
         self.links = link_launches(self.p)
         memory = self.p.memory()
         self.lifetimes = lifetimes(self.p) if memory else {}
@@ -180,8 +186,8 @@ class _Builder:
         execs = self._execs = self._execs_by_device()
         launches = self.launches  # AMD SQTT/PMC captures per kernel launch
         self.pmc = pmc_span_args(self.p, launches) if launches else {}
-        columns = {d: self._device_columns(d, idx, execs.get(d)) for d, idx in spans_by_dev.items() if d not in HOST}
-        columns |= host_columns()
+        columns |= {d: self._device_columns(d, idx, execs.get(d)) for d, idx in spans_by_dev.items() if d not in HOST}
+        columns |= biggest()
         for root in order:
             group = self.tl.add_track(root, None, "group", Role.HOST if root in HOST else Role.DEVICE)
             devs = sorted((d for d in spans_by_dev if device_root(d) == root), key=natural)
