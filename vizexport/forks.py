@@ -1,6 +1,7 @@
 """Work spread over forked processes: each inherits the parent's memory (a profile's timeline, a rewrites trace), so
 only the small results travel back. Used by the trace encoder, the windows writer, the SVG export, the site's step
-packs, the streaming reader's scan, and the report's plots (a helper forked ahead of its task: `prepare`)."""
+packs, the streaming reader's scan, the timeline builder's host spans (`forked`), and the report's plots (a helper
+forked ahead of its task: `prepare`)."""
 from __future__ import annotations
 
 import contextlib
