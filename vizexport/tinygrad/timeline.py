@@ -92,9 +92,9 @@ def build_timeline(prof: Profile, rewrites: RewriteLog | None = None, launches: 
 
 @dataclass
 class _Columns:
-    """One device string's spans as its tracks hold them (sorted, a lane each), before any is placed: rows give each
-    span's name, args and callstack. Made apart from placing (a host device's in a forked process) and interned only
-    when placed, so that ids come in the order placing uses them."""
+    """One device string's spans as its tracks hold them (sorted, each with its lane), before any is placed: rows
+    give each span's name, args and callstack. Made apart from placing (a host device's in a forked process) and
+    interned only when placed, so that ids come in the order placing uses them."""
 
     idx: np.ndarray | None  # the profile's index of each device span (host spans are not looked up by it)
     st: np.ndarray
