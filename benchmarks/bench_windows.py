@@ -63,7 +63,7 @@ def ui_load(trace: Path, engine32: bool = False) -> tuple[int, float, int, list,
 
 
 def _median(runs: list[dict]) -> dict | None:
-    """The run of median time (peak RSS: the largest of any run)."""
+    """The run of median time, of an even count the faster middle one (peak RSS: the largest of any run)."""
     if not runs:
         return None
     mid = sorted(runs, key=lambda r: r["seconds"])[(len(runs) - 1) // 2]

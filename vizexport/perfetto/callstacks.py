@@ -23,6 +23,7 @@ from .proto import (
     TracePacket,
     TracePacketDefaults,
     field,
+    joined,
     packets,
     sfield,
     varint,
@@ -141,23 +142,18 @@ def samples(tl: Timeline, first_seq: int) -> tuple[bytes, np.ndarray]:
     sequence's samples to the thread and sets the reference time), then one sample per slice with a callstack, in
     time order, each defining the interned data it is the first to use. Returns them joined, and where each ends."""
     tids = threads(tl)
-    if not tids:
-        return b"", np.zeros(0, np.int64)
     found: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {tid: [] for tid in tids.values()}
     for t in tl.walk():
         if t.stacks:
             at = np.fromiter(t.stacks, np.int64, len(t.stacks))
             found[tids[tl.path(t)[0].name]].append((np.frombuffer(t.ts, np.int64)[at],
                                                      np.fromiter(t.stacks.values(), np.int64, len(at))))
-    tree = process_tree(tl, tids)
-    runs = [(tree, np.array([len(tree)]))]
+    runs: list = [process_tree(tl, tids)] if tids else []
     for n, (name, tid) in enumerate(tids.items()):
         ts, sids = (np.concatenate(c) for c in zip(*found[tid], strict=True))
         order = np.lexsort((sids, ts))  # by time, then stack
         runs.append(_thread_samples(tl, first_seq + n, name, tid, ts[order], sids[order]))
-    starts = np.cumsum([0] + [len(data) for data, _ in runs])
-    ends = [e + at for (_, e), at in zip(runs, starts[:-1], strict=True)]
-    return b"".join(data for data, _ in runs), np.concatenate(ends)
+    return joined(runs)
 
 
 def _thread_samples(tl: Timeline, seq_id: int, name: str, tid: int, ts: np.ndarray, sids: np.ndarray
@@ -183,7 +179,5 @@ def _thread_samples(tl: Timeline, seq_id: int, name: str, tid: int, ts: np.ndarr
         interned.new.clear()
     iid, delta = iids[inverse.ravel()], np.diff(us, prepend=us[0])
     size = len(CALLSTACK_TAG) + len(DELTA_TAG) + varint_sizes(iid) + varint_sizes(delta)
-    data, ends = packets([(TIMESTAMP_TAG, us * 1000), (SAMPLE_TAG, size), (CALLSTACK_TAG, iid), (DELTA_TAG, delta)],
-                         tail_ids, tails)
-    head = field(Trace.PACKET, head)
-    return head + data, np.concatenate(([len(head)], ends + len(head)))
+    return joined([field(Trace.PACKET, head), packets([(TIMESTAMP_TAG, us * 1000), (SAMPLE_TAG, size),
+                                                       (CALLSTACK_TAG, iid), (DELTA_TAG, delta)], tail_ids, tails)])

@@ -346,6 +346,14 @@ def _put_varints(out: np.ndarray, at: np.ndarray, v: np.ndarray, sizes: np.ndarr
         out[at[m] + k] = ((v[m] >> (7 * k)) & 0x7F) | np.where(sizes[m] > k + 1, 0x80, 0)
 
 
+def joined(runs: list[bytes | tuple[bytes, np.ndarray]]) -> tuple[bytes, np.ndarray]:
+    """Runs of packets (bytes, and where each packet ends; or one whole packet) as one run."""
+    runs = [(r, np.array([len(r)])) if isinstance(r, bytes) else r for r in runs]
+    starts = np.cumsum([0] + [len(data) for data, _ in runs])
+    ends = [e + at for (_, e), at in zip(runs, starts[:-1], strict=True)]
+    return b"".join(data for data, _ in runs), np.concatenate(ends) if ends else np.zeros(0, np.int64)
+
+
 def stamped(time: np.ndarray) -> list[tuple[bytes, np.ndarray]]:
     """Packets' timestamp field (uint64 on the wire: the host clock never goes below 0)."""
     return [(TIMESTAMP_TAG, np.maximum(time, 0))]
@@ -429,9 +437,8 @@ def _encode(tl: Timeline, job: tuple[int, int, int, int], compress: bool = True)
     track_index, start, end, seq_id = job
     t = tl.tracks[track_index]
     seq = _Sequence(seq_id, t, tl.strings, start)
-    header = seq.header()
-    data, ends = (_counters if t.kind == "counter" else _slices)(seq, t, start, end)
-    return _framed(header + data, np.concatenate(([len(header)], ends + len(header))), compress)
+    return _framed(*joined([seq.header(), (_counters if t.kind == "counter" else _slices)(seq, t, start, end)]),
+                   compress)
 
 
 def _framed(data: bytes, ends: np.ndarray, compress: bool) -> bytes:

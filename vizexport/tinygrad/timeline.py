@@ -108,7 +108,7 @@ class _Columns:
 
 def _sorted_spans(spans: list[Span], idx: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
                                                                  np.ndarray]:
-    """Spans in track order, (start, -end) (a never-ended one has zero length): them, their profile indexes, starts,
+    """Spans in track order, (start, -end) (a never-ended one has zero length): them, that order of `idx`, starts,
     durations (-1: instant) and lanes (one, unless a vectorized check finds partial overlaps)."""
     sub = np.fromiter(map(spans.__getitem__, idx), object, len(idx))
     st = _span_column(sub, "st")
@@ -116,7 +116,7 @@ def _sorted_spans(spans: list[Span], idx: list[int]) -> tuple[np.ndarray, np.nda
     order = np.lexsort((-np.where(en == 0, st, en), st))  # as sorted() by (st, -(en or st)): stable
     st, en = st[order], np.maximum(en[order], st[order])
     lanes = np.zeros(len(sub), np.int8) if _nested(st, en) else np.array(_lanes(st.tolist(), en.tolist()))
-    return sub[order], np.array(idx)[order], st, np.where(en > st, en - st, -1), lanes
+    return sub[order], order, st, np.where(en > st, en - st, -1), lanes
 
 
 def _frames(tb: Any) -> tuple[Frame, ...] | None:
@@ -238,7 +238,8 @@ class _Builder:
 
     def _device_columns(self, dev: str, idx: list[int], execs: list | None) -> _Columns:
         """A device's spans: a row each (kernel args name the launch)."""
-        sub, at, st, dur, lanes = _sorted_spans(self.p.spans, idx)
+        sub, order, st, dur, lanes = _sorted_spans(self.p.spans, idx)
+        at = np.array(idx)[order]
         names, args = [], np.empty(len(sub), object)
         for j, (s, i) in enumerate(zip(sub, at.tolist(), strict=True)):
             name, a = self._device_name_args(s, execs)
