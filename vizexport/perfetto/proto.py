@@ -104,6 +104,8 @@ class DebugAnnotation:
     STRING_VALUE_IID = 17
 
 
+_INT_VALUE = bytes((DebugAnnotation.INT_VALUE << 3 | WIRE_VARINT,))
+
 CLOCK_BOOTTIME = 6  # BuiltinClocks.BOOTTIME
 SEQ_NEEDS = TracePacket.SEQ_NEEDS_INCREMENTAL_STATE
 PACKET_TAG = bytes((Trace.PACKET << 3 | WIRE_LEN,))
@@ -120,6 +122,9 @@ PARALLEL_MIN = 300_000  # events below which forking workers costs more than it 
 def varint(n: int) -> bytes:
     if 0 <= n < 128:
         return _BYTES[n]
+    if 0 < n < 1 << 21:  # most of the rest (lengths, ids, ns latencies): no loop
+        return bytes((n & 0x7F | 0x80, n >> 7)) if n < 1 << 14 else \
+            bytes((n & 0x7F | 0x80, n >> 7 & 0x7F | 0x80, n >> 14))
     if n < 0:
         n += 1 << 64
     out = bytearray()
@@ -130,9 +135,13 @@ def varint(n: int) -> bytes:
     return bytes(out)
 
 
+_FLOW_OUT, _FLOW_IN = (varint(n << 3 | WIRE_FIXED64) for n in (TrackEvent.FLOW_IDS, TrackEvent.TERMINATING_FLOW_IDS))
+
+
 def field(num: int, payload: bytes) -> bytes:
     """A length-delimited field."""
-    return varint(num << 3 | WIRE_LEN) + varint(len(payload)) + payload
+    n = len(payload)
+    return varint(num << 3 | WIRE_LEN) + (_BYTES[n] if n < 128 else varint(n)) + payload
 
 
 def vfield(num: int, value: int) -> bytes:
@@ -220,6 +229,8 @@ class _Sequence:
         self.values: dict[str, int] = {}
         self.new_interned = bytearray()
         self.entries: dict[tuple, bytes] = {}  # (field, name, type, value) → an encoded scalar annotation
+        self.named: dict[str, bytes] = {}  # annotation name → its encoded name field
+        self.heads: dict[tuple[int, bool], bytes] = {}  # (name, instant) → a TrackEvent's type and name fields
 
     def header(self) -> bytes:
         """The sequence's first packet: its defaults (clock and track) and a cleared incremental state."""
@@ -238,6 +249,13 @@ class _Sequence:
             self.new_interned += field(field_no, vfield(EventName.IID, iid) + sfield(EventName.NAME, text))
         return iid
 
+    def head(self, sid: int, instant: bool) -> bytes:
+        """A TrackEvent's type and name fields (the name's iid defined on first use)."""
+        TE = TrackEvent
+        enc = self.heads[sid, instant] = vfield(TE.TYPE, TE.TYPE_INSTANT if instant else TE.TYPE_SLICE_BEGIN) + \
+            vfield(TE.NAME_IID, self.name_iid(sid))
+        return enc
+
     def name_iid(self, sid: int) -> int:
         return self._iid(self.names, sid, InternedData.EVENT_NAMES, self.strings[sid])
 
@@ -250,38 +268,47 @@ class _Sequence:
     def entry(self, num: int, name: str | None, v: object) -> bytes:
         """Field `num` holding a debug annotation; a scalar one, or a dict of scalars, is encoded once per sequence
         (kernel args repeat their buffers, a buffer's lifetime its users)."""
-        if type(v) is dict:
-            types = tuple(map(type, v.values()))  # in the key: True == 1 == 1.0, their encodings differ
-            if not _SCALARS.issuperset(types):
-                return field(num, self.annotation(name, v))
-            key: tuple = (num, name, tuple(v.items()), types)
-        elif type(v) not in _SCALARS:
-            return field(num, self.annotation(name, v))
+        t = type(v)
+        if t in _SCALARS:
+            key: tuple = (num, name, t, v)
+        elif t is dict and _SCALARS.issuperset(types := tuple(map(type, v.values()))):  # type: ignore[attr-defined]
+            key = (num, name, tuple(v.items()), types)  # type: ignore[attr-defined] (in the key: True == 1 == 1.0)
         else:
-            key = (num, name, type(v), v)
+            return field(num, self.annotation(name, v))
         enc = self.entries.get(key)
         if enc is None:
             enc = self.entries[key] = field(num, self.annotation(name, v))
         return enc
 
     def annotation(self, name: str | None, v: object) -> bytes:
+        """A DebugAnnotation's fields (exact types first: the common ones, most often)."""
         DA = DebugAnnotation
-        out = vfield(DA.NAME_IID, self.arg_iid(name)) if name is not None else b""
+        out = b"" if name is None else self.named.get(name) or self._name(name)
+        t = type(v)
+        if t is int:
+            return out + _INT_VALUE + varint(v)  # type: ignore[arg-type]
+        if t is list or t is tuple:
+            return out + b"".join([self.entry(DA.ARRAY_VALUES, None, x) for x in v])  # type: ignore[attr-defined]
+        if t is dict:
+            return out + b"".join([self.entry(DA.DICT_ENTRIES, str(k), x) for k, x in v.items()])  # type: ignore
         if isinstance(v, bool):
-            out += vfield(DA.BOOL_VALUE, int(v))
-        elif isinstance(v, int):
-            out += vfield(DA.INT_VALUE, v)
-        elif isinstance(v, float):
-            out += varint(DA.DOUBLE_VALUE << 3 | WIRE_FIXED64) + struct.pack("<d", v)
-        elif isinstance(v, dict):
-            out += b"".join(self.entry(DA.DICT_ENTRIES, str(k), x) for k, x in v.items())
-        elif isinstance(v, (list, tuple)):
-            out += b"".join(self.entry(DA.ARRAY_VALUES, None, x) for x in v)
-        elif isinstance(v, str) and len(v) > 24:  # long strings (tracebacks) repeat: intern them
-            out += vfield(DA.STRING_VALUE_IID, self.value_iid(v))
-        else:
-            out += sfield(DA.STRING_VALUE, str(v))
-        return out
+            return out + vfield(DA.BOOL_VALUE, int(v))
+        if isinstance(v, int):
+            return out + vfield(DA.INT_VALUE, v)
+        if isinstance(v, float):
+            return out + varint(DA.DOUBLE_VALUE << 3 | WIRE_FIXED64) + struct.pack("<d", v)
+        if isinstance(v, dict):
+            return out + b"".join([self.entry(DA.DICT_ENTRIES, str(k), x) for k, x in v.items()])
+        if isinstance(v, (list, tuple)):
+            return out + b"".join([self.entry(DA.ARRAY_VALUES, None, x) for x in v])
+        if isinstance(v, str) and len(v) > 24:  # long strings (tracebacks) repeat: intern them
+            return out + vfield(DA.STRING_VALUE_IID, self.value_iid(v))
+        return out + sfield(DA.STRING_VALUE, str(v))
+
+    def _name(self, name: str) -> bytes:
+        """An annotation's name field, its iid defined on first use."""
+        enc = self.named[name] = vfield(DebugAnnotation.NAME_IID, self.arg_iid(name))
+        return enc
 
 
 def _column(a: array) -> np.ndarray:
@@ -392,9 +419,10 @@ def packets(fields: list[tuple[bytes, np.ndarray]], tail_ids: np.ndarray, tails:
 def _event(seq: _Sequence, name: int, instant: bool, args: dict | None) -> bytes:
     """TrackEvent fields: type, interned name, debug annotations."""
     TE = TrackEvent
-    ev = vfield(TE.TYPE, TE.TYPE_INSTANT if instant else TE.TYPE_SLICE_BEGIN) + vfield(TE.NAME_IID, seq.name_iid(name))
+    ev = seq.heads.get((name, instant)) or seq.head(name, instant)
     if args:
-        ev += b"".join(seq.entry(TE.DEBUG_ANNOTATIONS, k, v) for k, v in args.items())
+        entry = seq.entry
+        ev += b"".join([entry(TE.DEBUG_ANNOTATIONS, k, v) for k, v in args.items()])
     return ev
 
 
@@ -402,8 +430,11 @@ def _tail(seq: _Sequence, t: Track, i: int) -> tuple[bytes, bool]:
     """A BEGIN/INSTANT packet after its timestamp: the track_event, the interned data this first use defines,
     the sequence id and flags; and whether it may be reused (not while it defines interned data)."""
     ev = _event(seq, t.names[i], t.dur[i] < 0, t.args.get(i))
-    ev += b"".join(fixed64(TrackEvent.FLOW_IDS, f) for f in t.flows_out.get(i, ()))
-    ev += b"".join(fixed64(TrackEvent.TERMINATING_FLOW_IDS, f) for f in t.flows_in.get(i, ()))
+    flows_out, flows_in = t.flows_out.get(i), t.flows_in.get(i)
+    if flows_out:
+        ev += b"".join([_FLOW_OUT + f.to_bytes(8, "little") for f in flows_out])
+    if flows_in:
+        ev += b"".join([_FLOW_IN + f.to_bytes(8, "little") for f in flows_in])
     tail = field(TracePacket.TRACK_EVENT, ev)
     if not seq.new_interned:
         return tail + seq.needs, True
