@@ -21,6 +21,7 @@ from __future__ import annotations
 import bisect
 import re
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -109,8 +110,9 @@ def _entry_launch(prof: Profile, execs: _Execs, i: int, batch: int) -> int:
     return own if own is not None and prof.points[own].ts >= prof.points[batch].ts else batch
 
 
-def link_launches(prof: Profile) -> LaunchLinks:
-    """The exec point that launched each device range, graph batch and graph entry (where one can be told)."""
+def link_launches(prof: Profile, device_spans: Iterable[int] | None = None) -> LaunchLinks:
+    """The exec point that launched each device range, graph batch and graph entry (where one can be told).
+    `device_spans`: the indexes of the spans not on a host device, in order, if known (most spans are host spans)."""
     execs = _Execs(prof)
     spans: dict[int, int] = {}
     graphs: dict[int, int] = {}
@@ -122,8 +124,11 @@ def link_launches(prof: Profile) -> LaunchLinks:
             if hit is not None:
                 graphs[g] = hit
                 spans.update((i, _entry_launch(prof, execs, i, hit)) for i in batch.entries)
-    for i, s in enumerate(prof.spans):
-        if s.graph >= 0 or s.device in HOST:
+    if device_spans is None:
+        device_spans = (i for i, s in enumerate(prof.spans) if s.device not in HOST)
+    for i in device_spans:
+        s = prof.spans[i]
+        if s.graph >= 0:
             continue
         hit = execs.latest(execs.named.get((s.device, function_name(s.key.name)), []), s.st)
         if hit is None and is_copy(s):
@@ -133,23 +138,36 @@ def link_launches(prof: Profile) -> LaunchLinks:
     return LaunchLinks(spans, graphs)
 
 
-def exec_args(key: Any, e: Exec, buffers: dict[Any, Alloc]) -> dict:
-    """A launch's arguments: its exec key, buffers (key, mode, and from their allocations bytes and dtype),
-    variables and the Tensor calls that led to it."""
-    bufs = []
-    for n, b in enumerate(e.bufs):
-        a = buffers.get(b)
-        bufs.append({"buf": b, "mode": e.mode(n), **({"bytes": a.nbytes, "dtype": a.dtype} if a else {})})
-    args: dict = {ARG_EXEC: key, "buffers": bufs}
-    if e.var_vals:
-        args["var_vals"] = dict(e.var_vals)
-    if e.metadata:
-        args[ARG_METADATA] = ", ".join(e.metadata)
-    return args
+class ExecArgs:
+    """A launch's arguments, made once per exec event (its Launches instant, its device slice and its JIT batch's
+    entries share them): its exec key, buffers (key, mode, and from their allocations bytes and dtype), variables
+    and the Tensor calls that led to it."""
+
+    def __init__(self, buffers: dict[Any, Alloc]) -> None:
+        self.buffers = buffers  # buffer key → its allocation
+        self.made: dict[int, dict] = {}  # id(exec) → its arguments (never changed once made)
+
+    def __call__(self, key: Any, e: Exec) -> dict:
+        args = self.made.get(id(e))
+        if args is None:
+            args = self.made[id(e)] = self._make(key, e)
+        return args
+
+    def _make(self, key: Any, e: Exec) -> dict:
+        bufs = []
+        for n, b in enumerate(e.bufs):
+            a = self.buffers.get(b)
+            bufs.append({"buf": b, "mode": e.mode(n), **({"bytes": a.nbytes, "dtype": a.dtype} if a else {})})
+        args: dict = {ARG_EXEC: key, "buffers": bufs}
+        if e.var_vals:
+            args["var_vals"] = dict(e.var_vals)
+        if e.metadata:
+            args[ARG_METADATA] = ", ".join(e.metadata)
+        return args
 
 
 def add_launches(tl: Timeline, track: Track, prof: Profile, links: LaunchLinks, placed: dict[int, tuple[Track, int]],
-                 batches: dict[int, tuple[Track, int]], buffers: dict[Any, Alloc]) -> None:
+                 batches: dict[int, tuple[Track, int]], exec_args: ExecArgs) -> None:
     """Every exec that launched something as an instant on `track` (the host's `Launches`), with a flow to each
     device slice it started; those slices get the launch latency, a JIT graph entry its batch's buffers, a copy the
     bytes its destination buffer holds (and the bandwidth) when its range does not say."""
@@ -161,7 +179,7 @@ def add_launches(tl: Timeline, track: Track, prof: Profile, links: LaunchLinks, 
         track.ts.append(pt.ts)
         track.dur.append(-1)
         track.names.append(tl.intern(LAUNCH_PREFIX + " ".join(pt.arg.name.split())))  # padded for DEBUG lines
-        track.args[at[i]] = {"device": pt.device, **exec_args(pt.key, pt.arg, buffers)}
+        track.args[at[i]] = {"device": pt.device, **exec_args(pt.key, pt.arg)}
     targets = [(placed[s], i, prof.spans[s].graph >= 0) for s, i in links.spans.items() if s in placed]
     targets += [(batches[g], i, True) for g, i in links.graphs.items() if g in batches]
     for (dst, j), i, in_graph in sorted(targets, key=lambda x: (x[0][0].ts[x[0][1]], x[0][0].uuid, x[0][1])):
@@ -169,9 +187,9 @@ def add_launches(tl: Timeline, track: Track, prof: Profile, links: LaunchLinks, 
         pt, args = prof.points[i], dst.args.setdefault(j, {})
         args[ARG_LAUNCH_LATENCY] = dst.ts[j] - pt.ts
         if in_graph and "buffers" not in args:
-            args.update(exec_args(pt.key, pt.arg, buffers))
+            args.update(exec_args(pt.key, pt.arg))
         if copy_ends(pt.arg.name) is not None and ARG_BYTES not in args:
-            _copy_bytes(args, pt.arg, buffers, dst.dur[j])
+            _copy_bytes(args, pt.arg, exec_args.buffers, dst.dur[j])
 
 
 def _copy_bytes(args: dict, e: Exec, buffers: dict[Any, Alloc], dur: int) -> None:

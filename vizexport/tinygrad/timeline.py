@@ -11,6 +11,7 @@ import bisect
 from collections import defaultdict
 from dataclasses import dataclass
 from functools import partial
+from itertools import chain
 from operator import attrgetter
 from pathlib import Path
 from typing import Any
@@ -38,7 +39,7 @@ from ..timeline import (
 )
 from .buffers import lifetimes
 from .estimates import Estimates
-from .launches import LAUNCHES, add_launches, exec_args, link_launches
+from .launches import LAUNCHES, ExecArgs, add_launches, link_launches
 
 FORK_SPANS = 300_000  # spans from which host spans are prepared in a forked process (below, forking costs more)
 
@@ -144,10 +145,15 @@ def _by_device(spans: list[Span]) -> dict[str, list[int]]:
     return {d: np.flatnonzero(by_code == c).tolist() for d, c in codes.items()}
 
 
-def _host_columns(spans: list[Span], by_dev: dict[str, list[int]]) -> dict[str, _Columns]:
-    """Host devices' spans (most of a profile's events): a row per shared Key, its name and args made once."""
+def _host_columns(spans: list[Span], by_dev: dict[str, list[int]] | None = None, biggest: bool = False
+                  ) -> dict[str, _Columns]:
+    """Host devices' spans (most of a profile's events): a row per shared Key, its name and args made once. Those of
+    the host device with the most spans, or of the others."""
+    by_dev = _by_device(spans) if by_dev is None else by_dev
+    host = sorted((d for d in by_dev if d in HOST), key=lambda d: len(by_dev[d]))
     out = {}
-    for dev, idx in by_dev.items():
+    for dev in host[-1:] if biggest else host[:-1]:
+        idx = by_dev[dev]
         sub, _, st, dur, lanes = _sorted_spans(spans, idx)
         keys = list(map(attrgetter("key"), sub))
         first = dict(zip(map(id, keys), keys, strict=True))  # each Key once, in order of first use
@@ -169,13 +175,13 @@ class _Builder:
         self._named: dict[tuple[str, str], tuple[list[int], list]] = {}  # (device, kernel) → its exec events
 
     def build(self) -> Timeline:
-        spans_by_dev = _by_device(self.p.spans)
-        host = sorted((d for d in spans_by_dev if d in HOST), key=lambda d: len(spans_by_dev[d]))
         # the biggest host device's spans (alone half of this build) are sorted and named in a forked process meanwhile
-        biggest = partial(_host_columns, self.p.spans, {d: spans_by_dev[d] for d in host[-1:]})
+        biggest = partial(_host_columns, self.p.spans, biggest=True)
         biggest = forked(biggest) if len(self.p.spans) >= FORK_SPANS else biggest
-        columns = _host_columns(self.p.spans, {d: spans_by_dev[d] for d in host[:-1]})
-        self.links = link_launches(self.p)
+        spans_by_dev = _by_device(self.p.spans)
+        columns = _host_columns(self.p.spans, spans_by_dev, biggest=False)
+        self.links = link_launches(self.p, sorted(chain.from_iterable(idx for d, idx in spans_by_dev.items()
+                                                                      if d not in HOST)))
         memory = self.p.memory()
         self.lifetimes = lifetimes(self.p) if memory else {}
         mem_devs = sorted(memory, key=natural)
@@ -211,7 +217,7 @@ class _Builder:
         self._flows()
         self._metadata()
         if self.links.spans:
-            add_launches(self.tl, launches_track, self.p, self.links, self.placed, self.batches, self.buffers)
+            add_launches(self.tl, launches_track, self.p, self.links, self.placed, self.batches, self.exec_args)
         self._markers()
         return self.tl
 
@@ -266,7 +272,7 @@ class _Builder:
             key, e = ex
             var_vals = e.var_vals
             if s.graph < 0:
-                args.update(exec_args(key, e, self.buffers))
+                args.update(self.exec_args(key, e))
         if ctx is not None:
             name = ctx.key.name
             if self.est.exec_by_name:  # 0.12: only an exec event of this kernel gives it variables
@@ -281,12 +287,13 @@ class _Builder:
     # --- kernel launches: exec points and buffers ----------------------------------------------------------------
     def _execs_by_device(self) -> dict[str, list]:
         out: dict[str, list] = defaultdict(list)
-        self.buffers: dict[Any, Alloc] = {}
+        buffers: dict[Any, Alloc] = {}
         for pt in self.p.points:
             if pt.kind == "exec" and isinstance(pt.arg, Exec):
                 out[pt.device].append((pt.ts, pt.key, pt.arg))
             elif pt.kind == "alloc" and isinstance(pt.arg, Alloc):
-                self.buffers[pt.key] = pt.arg
+                buffers[pt.key] = pt.arg
+        self.exec_args = ExecArgs(buffers)
         for v in out.values():
             v.sort(key=lambda x: x[0])
         return {d: ([t for t, _, _ in v], v) for d, v in out.items()}
