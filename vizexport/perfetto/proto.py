@@ -19,7 +19,7 @@ import zlib
 from array import array
 from collections.abc import Iterator
 from functools import partial
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -265,14 +265,14 @@ class _Sequence:
     def value_iid(self, s: str) -> int:
         return self._iid(self.values, s, InternedData.DEBUG_ANNOTATION_STRING_VALUES, s)
 
-    def entry(self, num: int, name: str | None, v: object) -> bytes:
+    def entry(self, num: int, name: str | None, v: Any) -> bytes:
         """Field `num` holding a debug annotation; a scalar one, or a dict of scalars, is encoded once per sequence
         (kernel args repeat their buffers, a buffer's lifetime its users)."""
         t = type(v)
         if t in _SCALARS:
             key: tuple = (num, name, t, v)
-        elif t is dict and _SCALARS.issuperset(types := tuple(map(type, v.values()))):  # type: ignore[attr-defined]
-            key = (num, name, tuple(v.items()), types)  # type: ignore[attr-defined] (in the key: True == 1 == 1.0)
+        elif t is dict and _SCALARS.issuperset(types := tuple(map(type, v.values()))):
+            key = (num, name, tuple(v.items()), types)  # types in the key: True == 1 == 1.0, their encodings differ
         else:
             return field(num, self.annotation(name, v))
         enc = self.entries.get(key)
@@ -280,17 +280,17 @@ class _Sequence:
             enc = self.entries[key] = field(num, self.annotation(name, v))
         return enc
 
-    def annotation(self, name: str | None, v: object) -> bytes:
-        """A DebugAnnotation's fields (exact types first: the common ones, most often)."""
+    def annotation(self, name: str | None, v: Any) -> bytes:
+        """A DebugAnnotation's fields (the common exact types first, before the isinstance checks)."""
         DA = DebugAnnotation
         out = b"" if name is None else self.named.get(name) or self._name(name)
         t = type(v)
         if t is int:
-            return out + _INT_VALUE + varint(v)  # type: ignore[arg-type]
+            return out + _INT_VALUE + varint(v)
         if t is list or t is tuple:
-            return out + b"".join([self.entry(DA.ARRAY_VALUES, None, x) for x in v])  # type: ignore[attr-defined]
+            return out + b"".join([self.entry(DA.ARRAY_VALUES, None, x) for x in v])
         if t is dict:
-            return out + b"".join([self.entry(DA.DICT_ENTRIES, str(k), x) for k, x in v.items()])  # type: ignore
+            return out + b"".join([self.entry(DA.DICT_ENTRIES, str(k), x) for k, x in v.items()])
         if isinstance(v, bool):
             return out + vfield(DA.BOOL_VALUE, int(v))
         if isinstance(v, int):
