@@ -378,10 +378,11 @@ class _Builder:
         if not marks:
             return
         track = self.tl.add_track("Markers", None, "slice", Role.MARKERS)
+        colors: dict[str, dict] = {}  # one args dict per colour: the markers of a name and colour share a packet tail
         for pt in marks:
             m = pt.arg if isinstance(pt.arg, Marker) else Marker(str(pt.arg), None)
             track.ts.append(pt.ts)
             track.dur.append(-1)
             track.names.append(self.tl.intern(m.name))
             if m.color:
-                track.args[len(track.ts) - 1] = {"color": m.color}
+                track.args[len(track.ts) - 1] = colors.setdefault(m.color, {"color": m.color})
