@@ -135,6 +135,7 @@ def varint(n: int) -> bytes:
     return bytes(out)
 
 
+# fixed64 tags of a TrackEvent's flow ids (a packet tail writes them after these, 8 little-endian bytes each)
 _FLOW_OUT, _FLOW_IN = (varint(n << 3 | WIRE_FIXED64) for n in (TrackEvent.FLOW_IDS, TrackEvent.TERMINATING_FLOW_IDS))
 
 
@@ -146,10 +147,6 @@ def field(num: int, payload: bytes) -> bytes:
 
 def vfield(num: int, value: int) -> bytes:
     return varint(num << 3 | WIRE_VARINT) + varint(value)
-
-
-def fixed64(num: int, value: int) -> bytes:
-    return varint(num << 3 | WIRE_FIXED64) + value.to_bytes(8, "little")
 
 
 def sfield(num: int, s: str) -> bytes:
@@ -281,26 +278,22 @@ class _Sequence:
         return enc
 
     def annotation(self, name: str | None, v: Any) -> bytes:
-        """A DebugAnnotation's fields (the common exact types first, before the isinstance checks)."""
+        """A DebugAnnotation's fields (the commonest values first: an exact int, then dicts and lists, which are
+        never bools, ints or floats)."""
         DA = DebugAnnotation
         out = b"" if name is None else self.named.get(name) or self._name(name)
-        t = type(v)
-        if t is int:
+        if type(v) is int:
             return out + _INT_VALUE + varint(v)
-        if t is list or t is tuple:
-            return out + b"".join([self.entry(DA.ARRAY_VALUES, None, x) for x in v])
-        if t is dict:
+        if isinstance(v, dict):
             return out + b"".join([self.entry(DA.DICT_ENTRIES, str(k), x) for k, x in v.items()])
+        if isinstance(v, (list, tuple)):
+            return out + b"".join([self.entry(DA.ARRAY_VALUES, None, x) for x in v])
         if isinstance(v, bool):
             return out + vfield(DA.BOOL_VALUE, int(v))
         if isinstance(v, int):
             return out + vfield(DA.INT_VALUE, v)
         if isinstance(v, float):
             return out + varint(DA.DOUBLE_VALUE << 3 | WIRE_FIXED64) + struct.pack("<d", v)
-        if isinstance(v, dict):
-            return out + b"".join([self.entry(DA.DICT_ENTRIES, str(k), x) for k, x in v.items()])
-        if isinstance(v, (list, tuple)):
-            return out + b"".join([self.entry(DA.ARRAY_VALUES, None, x) for x in v])
         if isinstance(v, str) and len(v) > 24:  # long strings (tracebacks) repeat: intern them
             return out + vfield(DA.STRING_VALUE_IID, self.value_iid(v))
         return out + sfield(DA.STRING_VALUE, str(v))

@@ -175,7 +175,8 @@ class _Builder:
         self._named: dict[tuple[str, str], tuple[list[int], list]] = {}  # (device, kernel) → its exec events
 
     def build(self) -> Timeline:
-        # the biggest host device's spans (alone half of this build) are sorted and named in a forked process meanwhile
+        # the biggest host device's spans (alone half of this build) are sorted and named in a forked process meanwhile;
+        # it groups the spans by device itself, so that it starts at once, while this process does the same for the rest
         biggest = partial(_host_columns, self.p.spans, biggest=True)
         biggest = forked(biggest) if len(self.p.spans) >= FORK_SPANS else biggest
         spans_by_dev = _by_device(self.p.spans)
