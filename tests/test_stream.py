@@ -2,18 +2,21 @@
 released memo entry that is fetched again makes it give up rather than return wrong data."""
 from __future__ import annotations
 
+import copy
 import io
 import os
 import pickle
+import sys
+import types
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-from vizexport import opscan, pickles
+from vizexport import forks, opscan, pickles
 from vizexport.perfetto import proto
 from vizexport.pickles import InputError, StreamAbort
-from vizexport.tinygrad.profile import profile_from, stream_profile
+from vizexport.tinygrad.profile import _Reader, profile_from, stream_profile
 from vizexport.tinygrad.timeline import build_timeline
 
 from .conftest import ROOT, fixture_params
@@ -166,7 +169,7 @@ def test_opscan_plans_what_the_walk_plans(tmp_path, path):
                 counts = [opscan.frame_memos(fd, frames[a:a + block], ends[a:a + block], a + block >= len(frames))
                           for a in range(0, len(frames), block)]
                 assert np.concatenate(counts).tolist() == walked.memos
-            fetched, last = opscan.fetch_candidates(fd, size, frames, chunk=4096)  # fetches across chunks too
+            fetched, last, _ = opscan.fetch_candidates(fd, size, frames, chunk=4096)  # fetches across chunks too
         finally:
             os.close(fd)
         assert walked.frames == frames and sum(walked.memos) > 1000
@@ -229,3 +232,125 @@ def test_too_many_fetch_candidates_leave_the_file_to_the_whole_load(tmp_path, mo
     monkeypatch.setattr(opscan, "MAX_CANDIDATES", 4999)  # 5,000 distinct candidates
     with pytest.raises(StreamAbort, match="not a streamable list"):
         pickles.stream(path, got.extend)
+
+
+# ---- a big stream read in two halves at once ----
+
+@pytest.fixture
+def halves(monkeypatch):
+    """Split even these small pickles (their frames counted beside pass 2), with a second CPU or not."""
+    monkeypatch.setattr(pickles, "SPLIT_MIN", 0)
+    monkeypatch.setattr(pickles, "_BESIDE_MIN", 0)
+    monkeypatch.setattr(pickles, "_BLOCKS", (1, 2))  # counted in workers, in blocks of a few frames
+    monkeypatch.setattr(pickles, "_BLOCK", 3)
+    monkeypatch.setattr(forks, "default_jobs", lambda: 2)
+    merged: list = []
+    merge = _Reader.merge
+    monkeypatch.setattr(_Reader, "merge", lambda self, part: merged.append(part.n) or merge(self, part))
+    return merged
+
+
+class _Kept:
+    """A tail reader that keeps the items."""
+
+    def __init__(self) -> None:
+        self.items: list = []
+
+    def feed(self, items: list) -> None:
+        self.items += items
+
+    def part(self) -> list:
+        return self.items
+
+
+def _events(shared_at: int, n: int = 30000) -> list:
+    """Events that fetch strings made at event `shared_at` from every later frame (LONG_BINGET)."""
+    devices = [f"device {k}" for k in range(3)]
+    return [{"name": f"n{i}", "dev": devices[i % 3] if i >= shared_at else f"own {i}", "ts": str(i)} for i in range(n)]
+
+
+def test_halves_of_a_stream_come_back_in_order(tmp_path, halves, monkeypatch):
+    """The back half's items arrive as its part, the front's through consume: together the list, in order; the
+    back half's reader took the strings the front made from the frames it unpickles first, and filled the memo up to
+    the cut (most of it: one frame first)."""
+    monkeypatch.setattr(pickles, "_PREFIX", 1)
+    path = tmp_path / "p.pkl"
+    path.write_bytes(pickle.dumps(events := _events(300), protocol=4))
+    got: list = []
+    _, back = pickles.stream(path, got.extend, tail=_Kept)
+    assert back and got and got + back == events
+    assert 0.5 * pickles.BACK_SHARE < len(back) / len(events) < 1.5 * pickles.BACK_SHARE
+    assert got[-1]["name"] == f"n{len(got) - 1}" and len(got) % 1000 == 0  # cut where a batch of 1,000 ends
+
+
+def test_a_back_half_that_fetches_from_the_front_is_read_by_the_front(tmp_path, halves, monkeypatch):
+    """Strings made in the middle of the front and fetched past the cut: the back half cannot have them (they come
+    from neither its first frames nor its own), so the front reads on past the cut, and nothing is lost."""
+    monkeypatch.setattr(pickles, "_PREFIX", 1)
+    path = tmp_path / "p.pkl"
+    path.write_bytes(pickle.dumps(events := _events(9000), protocol=4))
+    got: list = []
+    assert pickles.stream(path, got.extend, tail=_Kept)[1] is None and got == events
+
+
+def test_a_back_half_that_fails_leaves_it_to_the_front(tmp_path, halves, monkeypatch):
+    class Failing(_Kept):
+        def feed(self, items: list) -> None:
+            raise ValueError("no")
+    path = tmp_path / "p.pkl"
+    path.write_bytes(pickle.dumps(events := _events(300), protocol=4))
+    got: list = []
+    assert pickles.stream(path, got.extend, tail=Failing)[1] is None and got == events
+
+
+def _batches_of_the_sample(path, batches: int, monkeypatch) -> None:
+    """A profile of the sample's events, repeated to fill `batches` batches of 1,000, each of fresh objects (texts
+    aside), pickled again under their tinygrad names: objects are shared within a batch only, as with make_big_profile.
+    (The stand-ins' classes get tinygrad-named twins in stand-in modules.)"""
+    events = pickles.load(SAMPLE)[0]
+    one = (events * (1000 // len(events) + 1))[:1000]
+
+    def named(cls: type) -> type:
+        module, name = cls._qualname.rsplit(".", 1)
+        for m in ("tinygrad", module):
+            if m not in sys.modules:
+                monkeypatch.setitem(sys.modules, m, types.ModuleType(m))
+        if not hasattr(sys.modules[module], name):
+            setattr(sys.modules[module], name, type(name, (), {"__module__": module, "__qualname__": name}))
+        return getattr(sys.modules[module], name)
+
+    class Repickler(pickle.Pickler):
+        def reducer_override(self, obj):
+            cls = type(obj)
+            if type(cls) is not pickles.StandInType:
+                return NotImplemented
+            if issubclass(cls, pickles.EnumValue):
+                return named(cls), (int(obj),)
+            state = dict(obj.__dict__)
+            args = state.pop("_args", None)
+            if issubclass(cls, pickles.FloatStub):
+                return named(cls), (float(obj),), (None, state)
+            return named(cls), args or (), state or None  # REDUCE (no NEWOBJ of another class), then BUILD
+
+    out = io.BytesIO()
+    Repickler(out, protocol=4).dump([e for _ in range(batches) for e in copy.deepcopy(one)])
+    path.write_bytes(out.getvalue())
+
+
+def test_profile_read_in_halves_is_the_whole_load(tmp_path, halves, monkeypatch):
+    """A profile whose batches share only texts made in the first: read in halves, the records and trace bytes of
+    the whole-file load (Keys of the same content are one Key, graph entries and batches renumbered)."""
+    path = tmp_path / "p.pkl"
+    _batches_of_the_sample(path, 40, monkeypatch)
+    _same(path)
+    assert 10000 < halves[0] < 20000 and halves[0] % 1000 == 0  # the front has the first LEAF_EVENTS
+
+
+@pytest.mark.parametrize("path", fixture_params("tinygrad/0.14.0/profile.pkl"))
+def test_a_profile_that_shares_objects_across_the_cut_is_read_by_the_front(path, halves):
+    """tinygrad shares objects between nearby events: those made just before the cut and fetched after it are the
+    front's, so the front reads on; the records and trace bytes are the whole-file load's."""
+    if path is None:
+        pytest.skip("fixture not present")
+    _same(path)
+    assert halves == []

@@ -59,9 +59,10 @@ def _map(fn: Callable[[Any], Any], items: Iterable[Any], jobs: int | None, order
     _work = fn  # set before the fork: the workers inherit it
     pool = _pool(min(jobs, len(items)), nice)
     try:
+        results = (pool.imap if ordered else pool.imap_unordered)(_call, items)  # the tasks go out now
         if started:
             yield _STARTED
-        yield from (pool.imap if ordered else pool.imap_unordered)(_call, items)
+        yield from results
         pool.close()
     except BaseException:
         _terminate(pool)
@@ -93,7 +94,7 @@ def in_background(fn: Callable[..., Any], *args: Any, warm: Callable[[], Any] | 
         return lambda: result
     pool = _prepared.pop(warm, None) if warm is not None else None
     pool = pool or _pool(1, warm=warm)
-    return _waiter(pool, pool.apply_async(fn, args))
+    return Pending(pool, pool.apply_async(fn, args))
 
 
 def forked(fn: Callable[[], Any]) -> Callable[[], Any]:
@@ -107,22 +108,29 @@ def forked(fn: Callable[[], Any]) -> Callable[[], Any]:
         pool = _pool(1)
     finally:
         _work = None
-    return _waiter(pool, pool.apply_async(_call, (None,)))
+    return Pending(pool, pool.apply_async(_call, (None,)))
 
 
-def _waiter(pool: Any, pending: Any) -> Callable[[], Any]:
-    """The function that waits for a one-task pool's result (the pool is closed: its worker exits once done)."""
-    pool.close()
+class Pending:
+    """A one-task pool's result to come: call it to wait for the result (the pool is closed: its worker exits once
+    done), or `stop` the task."""
 
-    def wait() -> Any:
+    def __init__(self, pool: Any, pending: Any) -> None:
+        pool.close()
+        self.pool, self.pending = pool, pending
+
+    def __call__(self) -> Any:
         try:
-            return pending.get()
+            return self.pending.get()
         except BaseException:
-            _terminate(pool)
+            _terminate(self.pool)
             raise
         finally:
-            pool.join()
-    return wait
+            self.pool.join()
+
+    def stop(self) -> None:
+        _terminate(self.pool)
+        self.pool.join()
 
 
 def _terminate(pool: Any) -> None:
@@ -137,6 +145,11 @@ def _terminate(pool: Any) -> None:
         pool.terminate()
     finally:
         timer.cancel()
+
+
+def parallel() -> bool:
+    """Whether `forked` work runs beside this process (forking works, this is no worker, there is a second CPU)."""
+    return _can_fork() and not _in_worker and default_jobs() > 1
 
 
 def _can_fork() -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import pickle
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -34,6 +35,8 @@ COUNT8 = _ops(OP.BINUNICODE8, OP.BINBYTES8, OP.BYTEARRAY8)  # an 8-byte length
 # (MEMOIZE, BINGET and LONG_BINGET, and FRAME between frames, too)
 MEMOIZE, BINGET, LONG_BINGET, FRAME, STOP = (OP.MEMOIZE[0], OP.BINGET[0], OP.LONG_BINGET[0], OP.FRAME[0],
                                              OP.STOP[0])
+MARK, APPENDS = OP.MARK[0], OP.APPENDS[0]
+TO_MARK = _ops(OP.APPENDS, OP.TUPLE, OP.LIST, OP.DICT, OP.SETITEMS, OP.ADDITEMS, OP.FROZENSET, OP.OBJ, OP.POP_MARK)
 FRAME_HEADER = 9  # FRAME and its 8-byte length
 BINGET_REACH = 256  # BINGET's one-byte index fetches the first 256 memo entries; LONG_BINGET any
 MAX_CANDIDATES = 1_000_000  # distinct fetch candidates a stream may track (real profiles: hundreds)
@@ -56,6 +59,22 @@ def _tables() -> tuple[np.ndarray, np.ndarray]:
 
 
 _LENGTH, _HOW = _tables()
+_LENGTHS, _HOWS = _LENGTH.tolist(), _HOW.tolist()
+_WIDTH = {_LEN1: 1, _LEN4: 4, _LEN8: 8}
+
+
+def opcodes(payload: bytes) -> Iterator[tuple[int, int]]:
+    """(offset, opcode) of each opcode in a frame's payload, one at a time (for a few frames: `frame_memos` walks
+    many at once); it stops at an opcode the stream does not take, and at STOP."""
+    i = 0
+    while i < len(payload):
+        op = payload[i]
+        how = _HOWS[op]
+        if how == _REFUSED:
+            return
+        yield i, op
+        i += _LENGTHS[op] if how == _LEN0 else \
+            _LENGTHS[op] + int.from_bytes(payload[i + 1:i + 1 + _WIDTH[how]], "little")
 
 
 def frame_offsets(fd: int, size: int) -> list[int] | None:
@@ -124,13 +143,16 @@ def frame_memos(fd: int, frames: list[int], ends: list[int], last: bool) -> np.n
     return memos
 
 
-def fetch_candidates(fd: int, size: int, frames: list[int], chunk: int = 64 << 20
-                     ) -> tuple[np.ndarray, np.ndarray] | None:
+def fetch_candidates(fd: int, size: int, frames: list[int], chunk: int = 64 << 20, late: tuple[int, int] | None = None
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """Sorted memo indices past BINGET_REACH (the stream keeps the others) that a LONG_BINGET may fetch, and the last
     frame where one may; a superset of the real fetches. None past MAX_CANDIDATES distinct indices (real profiles
-    have hundreds: a file made of 0x6a bytes is left to the whole load, which has its own limits)."""
+    have hundreds: a file made of 0x6a bytes is left to the whole load, which has its own limits).
+    `late` (offset, floor): also every place at or past that offset where one may fetch an index of at least `floor`,
+    as rows (index, offset); else none."""
     starts = np.asarray(frames, np.int64)
     found: dict[int, int] = {}
+    places = [np.empty((0, 2), np.int64)]
     for at in range(0, size, chunk):
         buf = np.frombuffer(os.pread(fd, chunk + 4, at), np.uint8)
         pos = np.flatnonzero(buf[:chunk] == LONG_BINGET)
@@ -138,6 +160,9 @@ def fetch_candidates(fd: int, size: int, frames: list[int], chunk: int = 64 << 2
         idx = _uint(buf, pos + 1, 4)
         keep = idx >= BINGET_REACH
         idx, pos = idx[keep], pos[keep]
+        if late is not None:
+            m = (pos + at >= late[0]) & (idx >= late[1])
+            places.append(np.stack([idx[m], pos[m] + at], 1))
         # the last position of each index: its first in the reversed arrays
         uniq, first = np.unique(idx[::-1], return_index=True)
         if len(found) + len(uniq) > MAX_CANDIDATES:
@@ -146,4 +171,4 @@ def fetch_candidates(fd: int, size: int, frames: list[int], chunk: int = 64 << 2
         found.update(zip(uniq.tolist(), frame.tolist(), strict=True))  # later chunks overwrite: later frames
     idx = np.fromiter(found, np.int64, len(found))
     order = np.argsort(idx)
-    return idx[order], np.fromiter(found.values(), np.int64, len(found))[order]
+    return idx[order], np.fromiter(found.values(), np.int64, len(found))[order], np.concatenate(places)

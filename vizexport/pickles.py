@@ -10,25 +10,28 @@ from __future__ import annotations
 import builtins
 import io
 import itertools
+import mmap
 import os
 import pickle
 import reprlib
 import secrets
 import stat
 import sys
-from collections.abc import Generator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import redirect_stderr
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
-from . import opscan
+from . import forks, opscan
 from .errors import InputError
 from .forks import started_map
 from .opscan import (
+    APPENDS,
     BINGET,
     BINGET_REACH,
     COUNT1,
@@ -38,10 +41,12 @@ from .opscan import (
     FRAME,
     FRAME_HEADER,
     LONG_BINGET,
+    MARK,
     MEMOIZE,
     NOARG,
     OP,
     STOP,
+    TO_MARK,
 )
 
 
@@ -72,6 +77,9 @@ class Stub(metaclass=StandInType):
     def __repr__(self) -> str:
         return brief(self)
 
+    def __reduce__(self) -> tuple:  # to a forked process's parent (never from a file: find_class refuses vizexport)
+        return _remade, (self._qualname,), self.__dict__
+
 
 class EnumValue(int, metaclass=StandInType):
     """An enum member pickled by value (Ops, AxisType, ...): the integer, plus the enum's class name."""
@@ -80,6 +88,9 @@ class EnumValue(int, metaclass=StandInType):
 
     def __repr__(self) -> str:
         return f"{self._enum}({int(self)})"
+
+    def __reduce__(self) -> tuple:
+        return _remade, (self._qualname, int(self))
 
 
 class FloatStub(float, metaclass=StandInType):
@@ -90,6 +101,15 @@ class FloatStub(float, metaclass=StandInType):
     def __setstate__(self, state: Any) -> None:
         if isinstance(state, tuple) and len(state) == 2 and isinstance(state[1], dict):
             self.__dict__.update(state[1])
+
+    def __reduce__(self) -> tuple:
+        return _remade, (self._qualname, float(self)), (None, self.__dict__)
+
+
+def _remade(qualname: str, *value: Any) -> Any:
+    """A stand-in pickled by a forked process (its class is made anew in this one, or found)."""
+    cls = stub_class(*qualname.rsplit(".", 1))
+    return cls(*value) if value else object.__new__(cls)
 
 
 ENUMS = {"Ops", "UOps", "AxisType", "AddrSpace", "OptOps", "BinaryOps", "UnaryOps", "TernaryOps", "ReduceOps",
@@ -308,6 +328,13 @@ def load(path: str | Path) -> tuple[Any, set[str]]:
 #     (LONG_BINPUT on a filled slot keeps the memo's numbering: MEMOIZE numbers by count). Every overwrite adds one
 #     reference to the sentinel, so any other reference means a released entry was fetched: the load is abandoned
 #     (the caller loads the whole file instead) rather than return wrong data.
+# A big stream is read in two halves at once, where a second CPU and fork allow: the process that called `stream`
+# reads the front half, a forked one the back half. The back half starts just after an APPENDS that ends a batch of
+# the top-level list (nothing else open on the stack). Its reader first unpickles the few frames that make every
+# entry the back half may fetch from before the cut, then fills the memo up to the cut with a stand-in (MEMOIZE
+# numbers by count), then reads on from the cut; the tail reader it is given turns the items into a part the front's
+# reader merges. The front stops at the cut once it has seen the batch end there (the APPENDS extended the sink).
+# Whatever goes wrong in the back half, the front reads on past the cut itself.
 
 _ENDS_LIST = OP.APPENDS + OP.APPEND  # the opcodes a non-empty top-level list ends with, before STOP
 _CHUNK = 1 << 22
@@ -316,6 +343,11 @@ _BESIDE_MIN = 64 << 20  # framed pickles this big are scanned beside pass 2; sma
 _BLOCKS = (512, 1024)  # frames per scan of pass 1 beside pass 2: small first (pass 2 waits for them), then …
 _BLOCK = 2048  # … this many (each numpy step of opscan then moves ~2,000 cursors: fewer would cost more steps)
 _LAG = 256  # frames pass 2 may read before pass 1 beside it has counted their memo entries (~16 MB of pickle)
+SPLIT_MIN = 256 << 20  # streams this big are read in two halves at once (where fork and a second CPU allow)
+BACK_SHARE = 0.4  # the back half's share of the stream's bytes
+_CUT_SEARCH = 8  # frames searched for the batch end to cut at
+_FILL = 1 << 22  # memo entries filled per frame of MEMOIZE (the back half's memo below the cut)
+_PREFIX = 16  # frames the back half's reader unpickles first: those that make the entries fetched all along
 
 
 class StreamAbort(Exception):
@@ -327,8 +359,10 @@ class _Plan:
     perhaps while pass 2 runs), and the entries that may be fetched with the last frame that may fetch each."""
 
     def __init__(self, size: int, frames: list[int], fetched: np.ndarray, last: np.ndarray,
-                 counts: Generator[tuple[int, np.ndarray | None], None, None], lag: int = 0) -> None:
+                 counts: Iterator[tuple[int, np.ndarray | None]], lag: int = 0,
+                 shared: _Counts | None = None, split: _Split | None = None) -> None:
         self.size, self.frames, self.fetched, self.last, self.lag = size, frames, fetched, last, lag
+        self.shared, self.split = shared, split  # the counts again for a reader of the back half, and its cut
         self.counts, self.early = counts, {}  # blocks (first frame, memo counts) in any order; those that came early
         self.memo_at = [0]  # memo entries made before each frame counted so far
         self.due: dict[int, list[int]] = {}  # frame → entries made earlier that it is the last to fetch
@@ -364,6 +398,12 @@ class _Plan:
             out.append(np.flatnonzero(made) + a)
         return np.concatenate(out)
 
+    def memos_before(self, k: int) -> int:
+        """Memo entries made before frame k (waiting for pass 1 to count them)."""
+        if k:
+            self._count(k - 1)
+        return self.memo_at[k]
+
     def finish(self) -> None:
         """Take pass 1's last counts (its workers then exit of themselves; stopping them costs more)."""
         for _ in self.counts:
@@ -373,8 +413,43 @@ class _Plan:
         self.counts.close()  # stops pass 1's workers
 
 
-def _plan(f: Any, size: int) -> _Plan | None:
-    """Pass 1 for this stream (see above). None: not a protocol 4/5 top-level list we can stream."""
+class _Counts:
+    """Pass 1's memo counts per frame in memory shared with forked processes: pass 1's workers write them as they
+    go, so a reader of the back half, forked before they are done, can take them too (their results go to the
+    process that started them)."""
+
+    PENDING, DONE, REFUSED = 0, 1, 2
+    POLL = 0.002  # seconds between looks for counts not yet written
+
+    def __init__(self, n: int) -> None:
+        self.map = mmap.mmap(-1, 9 * n)  # anonymous, so shared with the processes forked later
+        self.memos = np.frombuffer(self.map, np.int64, n)
+        self.state = np.frombuffer(self.map, np.int8, n, 8 * n)
+
+    def put(self, a: int, b: int, memos: np.ndarray | None) -> None:
+        if memos is not None:
+            self.memos[a:b] = memos
+        self.state[a:b] = self.DONE if memos is not None else self.REFUSED  # after the counts: a reader sees both
+
+    def blocks(self) -> Iterator[tuple[int, np.ndarray | None]]:
+        """(first frame, counts) in frame order, as pass 1 writes them; (frame, None) where it refused a frame."""
+        at, n = 0, len(self.memos)
+        while at < n:
+            if self.state[at] == self.PENDING:
+                time.sleep(self.POLL)
+                continue
+            if self.state[at] == self.REFUSED:
+                yield at, None
+                return
+            rest = np.flatnonzero(self.state[at:] != self.DONE)
+            end = n if not len(rest) else at + int(rest[0])
+            yield at, self.memos[at:end].copy()
+            at = end
+
+
+def _plan(f: Any, size: int, share: bool = False) -> _Plan | None:
+    """Pass 1 for this stream (see above). None: not a protocol 4/5 top-level list we can stream. `share`: keep its
+    counts where a forked process can read them too."""
     f.seek(0)
     head = f.read(16)
     framed = head[2:3] == OP.FRAME  # a list opens the first frame, unless a big payload comes first (no frame yet)
@@ -391,16 +466,21 @@ def _plan(f: Any, size: int) -> _Plan | None:
                 break
             blocks.append((a, min(a + n, len(frames))))
             a += n
-        counts = started_map(partial(_count_block, fd, frames, ends), blocks)
+        # a split needs the counts made in worker processes (the back half's reader waits for them)
+        split = _split(fd, size, frames, ends) if share and len(blocks) > 1 else None
+        shared = _Counts(len(frames)) if split is not None else None
+        counts = started_map(partial(_count_block, fd, frames, ends, shared), blocks)
         try:
-            fetches = opscan.fetch_candidates(fd, size, frames)
+            fetches = opscan.fetch_candidates(fd, size, frames, late=split and (frames[split.cut[0]], split.floor))
         except BaseException:
             counts.close()
             raise
         if fetches is None:
             counts.close()
             return None
-        return _Plan(size, frames, *fetches, counts, _LAG)
+        if split is not None:
+            split.late = fetches[2]
+        return _Plan(size, frames, *fetches[:2], counts, _LAG, shared, split)
     walked = _walk(fd, size, framed)
     if walked is None or not walked.stopped or not walked.frames or walked.frames[0] != 2:
         return None
@@ -411,9 +491,13 @@ def _plan(f: Any, size: int) -> _Plan | None:
     return _Plan(size, walked.frames, fetched, last, counts)
 
 
-def _count_block(fd: int, frames: list[int], ends: list[int], block: tuple[int, int]) -> tuple[int, np.ndarray | None]:
+def _count_block(fd: int, frames: list[int], ends: list[int], shared: _Counts | None, block: tuple[int, int]
+                 ) -> tuple[int, np.ndarray | None]:
     a, b = block
-    return a, opscan.frame_memos(fd, frames[a:b], ends[a:b], b == len(frames))
+    memos = opscan.frame_memos(fd, frames[a:b], ends[a:b], b == len(frames))
+    if shared is not None:
+        shared.put(a, b, memos)
+    return a, memos
 
 
 @dataclass
@@ -509,34 +593,29 @@ def _puts(idxs: np.ndarray) -> bytes:
     return out.tobytes()
 
 
-class _Feed:
-    """The byte stream of pass 2: the original frames, the list swapped for the sink, releases between frames."""
+def _pids(*objs: Any) -> tuple[dict[str, Any], list[bytes]]:
+    """Unguessable persistent ids for objects pass 2 pushes, and the PERSID opcode that pushes each."""
+    names = [secrets.token_hex(16) for _ in objs]
+    return dict(zip(names, objs, strict=True)), [OP.PERSID + n.encode() + b"\n" for n in names]
 
-    def __init__(self, f: Any, plan: _Plan, sink_pid: str, sentinel_pid: str, check: Any) -> None:
-        self.f, self.plan, self.check = f, plan, check
-        self.sentinel_pid = sentinel_pid.encode()
-        self.k = 0  # next frame to hand out
-        self.buf, self.pos = OP.PROTO + b"\x04" + _frame(OP.PERSID + sink_pid.encode() + b"\n"), 0
+
+_START = OP.PROTO + b"\x04"
+
+
+class _Feed:
+    """The byte stream of pass 2 as the C unpickler reads it, taken piece by piece from `pieces`. The unpickler asks
+    for a piece only once it has run every opcode before it (it reads a frame whole, and no further): the code that
+    makes the pieces sees what the earlier ones did."""
+
+    def __init__(self, pieces: Iterator[bytes]) -> None:
+        self.pieces, self.buf, self.pos = pieces, b"", 0
 
     def _next(self) -> bool:
-        plan, k = self.plan, self.k
-        if k >= len(plan.frames):
-            return False
-        start = plan.frames[k]
-        end = plan.frames[k + 1] if k + 1 < len(plan.frames) else plan.size
-        self.f.seek(start)
-        data = self.f.read(end - start)
-        if k == 0 and data[:1] == OP.FRAME:  # the first frame opens with EMPTY_LIST: drop it (the sink is pushed)
-            data = _frame(data[FRAME_HEADER + 1:])
-        elif k == 0:
-            data = data[1:]
-        else:
-            released = plan.releases(k - 1)
-            self.check(len(released))
-            if len(released):
-                data = _frame(OP.PERSID + self.sentinel_pid + b"\n" + _puts(released) + OP.POP) + data
-        self.buf, self.pos, self.k = data, 0, k + 1
-        return True
+        for piece in self.pieces:
+            if piece:
+                self.buf, self.pos = piece, 0
+                return True
+        return False
 
     def read(self, n: int = -1) -> bytes:
         out = []
@@ -564,6 +643,60 @@ class _Feed:
         return b"".join(out)
 
 
+class _Released:
+    """What a released memo entry holds (or one below the back half's cut): nothing may ever reference it."""
+
+
+class _Watch:
+    """Releases memo entries (LONG_BINPUT of a `_Released`), and checks that no released entry was fetched: each
+    overwrite adds one reference to the stand-in, so any other reference means one was (the load is then
+    abandoned rather than return wrong data). `held`: the stand-in released entries get, then any other stand-in
+    that fills entries which are never overwritten."""
+
+    def __init__(self, push: bytes, *held: _Released) -> None:
+        self.push, self.held = push, held  # push: the PERSID that pushes held[0]
+        self.refs: list[int] = []
+
+    def expect(self, fills: int = 0) -> None:
+        """Take the references there are now (before any release), plus `fills` to the last stand-in held (a call's
+        own arguments would count: this takes none)."""
+        self.refs = [sys.getrefcount(x) for x in self.held]
+        self.refs[-1] += fills
+
+    def __call__(self, plan: _Plan, k: int, keep_below: int = 0) -> bytes:
+        """The pieces that release what the plan releases once frame k is read (entries below `keep_below` kept)."""
+        released = plan.releases(k)
+        if keep_below:
+            released = released[released >= keep_below]
+        self.check(len(released))
+        return _frame(self.push + _puts(released) + OP.POP) if len(released) else b""
+
+    def check(self, n: int = 0) -> None:
+        """Raise if a released entry was fetched; then count n more releases."""
+        if [sys.getrefcount(x) for x in self.held] != self.refs:
+            raise StreamAbort("a released memo entry was fetched again")
+        self.refs[0] += n
+
+
+def _read_frame(f: Any, plan: _Plan, k: int) -> bytes:
+    start = plan.frames[k]
+    f.seek(start)
+    return f.read((plan.frames[k + 1] if k + 1 < len(plan.frames) else plan.size) - start)
+
+
+def _frames(f: Any, plan: _Plan, first: int, stop: int, watch: _Watch | None = None, keep_below: int = 0
+            ) -> Iterator[bytes]:
+    """Frames first…stop-1 of the stream, the list's EMPTY_LIST left out (a sink is pushed instead), each after the
+    releases due once the frame before it is read (none without `watch`)."""
+    for k in range(first, stop):
+        if k and watch is not None:
+            yield watch(plan, k - 1, keep_below)
+        data = _read_frame(f, plan, k)
+        if k == 0:
+            data = _frame(data[FRAME_HEADER + 1:]) if data[:1] == OP.FRAME else data[1:]
+        yield data
+
+
 class _Sink:
     """Stands in for the top-level list: the C unpickler calls extend (APPENDS) or append (APPEND) on it. Hands the
     items on in batches of at least BATCH (pickle's are 1,000): the consumer's cost per batch is paid less often."""
@@ -571,9 +704,11 @@ class _Sink:
     BATCH = 16_000
 
     def __init__(self, consume: Any) -> None:
-        self.consume, self.items = consume, []
+        self.consume, self.items, self.calls, self.n = consume, [], 0, 0
 
     def extend(self, items: list) -> None:
+        self.calls += 1
+        self.n += len(items)
         self.items += items
         if len(self.items) >= self.BATCH:
             self.flush()
@@ -599,55 +734,220 @@ class _StreamUnpickler(SafeUnpickler):
         return obj
 
 
-def stream(path: str | Path, consume: Any) -> set[str]:
+class TailReader(Protocol):
+    """What reads a stream's back half in a forked process: its items in batches, then a part to send back."""
+
+    def feed(self, items: list) -> None: ...
+
+    def part(self) -> Any: ...
+
+
+def stream(path: str | Path, consume: Callable[[list], None], tail: Callable[[], TailReader] | None = None,
+           min_front: int = 0) -> tuple[set[str], Any]:
     """Unpickle the top-level list in `path` batch by batch: `consume(items)` gets each batch (a list) in order.
 
-    Returns the tinygrad classes named. Raises StreamAbort when the file cannot be streamed (the caller then uses
-    `load`), InputError (naming the file) for a refused global, as `load` does.
+    With `tail`, a big stream's back half may be read at the same time in a forked process, by the TailReader
+    tail() makes: `consume` then gets the items before it (at least `min_front` of them), and its part comes back.
+    Returns the tinygrad classes
+    named, and that part (None when the whole list went to `consume`). Raises StreamAbort when the file cannot be
+    streamed (the caller then uses `load`), InputError (naming the file) for a refused global, as `load` does.
     """
     f, size = open_input(Path(path))
     with f:
+        split = tail is not None and size >= SPLIT_MIN and forks.parallel()
         try:
-            plan = _plan(f, size)
+            plan = _plan(f, size, share=split)
         except IndexError:  # an opcode cut off by the end of the file
             plan = None
         if plan is None:
             raise StreamAbort("not a streamable list")
+        back: list[forks.Pending] = []
         try:
-            classes = _unpickle(path, f, size, plan, consume)
+            cut = plan.split.cut if plan.split is not None else None
+            if cut is not None:
+                back.append(forks.forked(partial(_read_back, path, plan, tail)))
+            out = _unpickle(path, f, size, plan, consume, cut, back, min_front)
         except BaseException:
             plan.close()
+            for b in back:
+                b.stop()
             raise
         plan.finish()
-        return classes
+        return out
 
 
-def _unpickle(path: str | Path, f: Any, size: int, plan: _Plan, consume: Any) -> set[str]:
-    """Pass 2: the C unpickler on the frames, with the releases pass 1 planned fed in between."""
-    sentinel = _Released()
-    pids = {secrets.token_hex(16): _Sink(consume), secrets.token_hex(16): sentinel}
-    sink_pid, sentinel_pid = list(pids)
-    refs = [sys.getrefcount(sentinel)]  # + one per memo slot released so far
+@dataclass
+class _Split:
+    """Where a stream's back half starts (`cut`: its frame, its offset, the memo entries that frame makes before
+    it), the frames `prefix` that make the first `floor` memo entries (the back half's reader unpickles them), and
+    `late`: each place past the cut where a LONG_BINGET may fetch an entry made after them, as rows (index,
+    offset). The back half may only fetch entries made before the cut from the prefix: pass 1's byte search finds
+    places that may fetch others, and the back half's reader checks each is no real opcode."""
 
-    def check(n: int) -> None:
-        if sys.getrefcount(sentinel) != refs[0]:
-            raise StreamAbort("a released memo entry was fetched again")
-        refs[0] += n
+    cut: tuple[int, int, int]
+    prefix: int
+    floor: int
+    late: np.ndarray = field(default_factory=lambda: np.empty((0, 2), np.int64))
 
-    u = _StreamUnpickler(_Feed(f, plan, sink_pid, sentinel_pid, check), pids, size)
+
+def _split(fd: int, size: int, frames: list[int], ends: list[int]) -> _Split | None:
+    """Where a stream splits into halves read at once, None where it does not."""
+    cut = _cut(fd, size, frames)
+    if cut is None:
+        return None
+    prefix = min(_PREFIX, cut[0])
+    memos = opscan.frame_memos(fd, frames[:prefix], ends[:prefix], False)
+    floor = int(memos.sum()) if memos is not None else 0
+    return _Split(cut, prefix, floor) if floor >= BINGET_REACH else None
+
+
+def _cut(fd: int, size: int, frames: list[int]) -> tuple[int, int, int] | None:
+    """Where the back half starts: just after an APPENDS that ends a batch of the top-level list, near
+    1 - BACK_SHARE of the stream. As (its frame, its offset, the memo entries that frame makes before it).
+
+    Found by walking the opcodes of a few frames, counting the marks open: the list's own APPENDS leaves the fewest
+    (none), and is taken where two batch ends in the walk agree. A wrong guess costs only time: the front checks the
+    APPENDS it stops after extends the list, and the back half's reader finds any mark left open."""
+    first = int(np.searchsorted(frames, size * (1 - BACK_SHARE)))
+    if not 0 < first < len(frames) - 1:
+        return None
+    best, seen, depth = None, 0, 0
+    for k in range(first, min(first + _CUT_SEARCH, len(frames))):
+        start = frames[k] + FRAME_HEADER
+        made = 0
+        for i, op in opscan.opcodes(_payload(fd, size, frames, k)):
+            if op == MEMOIZE:
+                made += 1
+            elif op == MARK:
+                depth += 1
+            elif op in TO_MARK:
+                depth -= 1
+                if op == APPENDS and (best is None or depth < best[0]):
+                    best, seen = (depth, k, start + i + 1, made), 1
+                elif op == APPENDS and depth == best[0]:
+                    seen += 1
+    return best[1:] if best is not None and seen > 1 else None
+
+
+def _payload(fd: int, size: int, frames: list[int], k: int) -> bytes:
+    end = frames[k + 1] if k + 1 < len(frames) else size
+    return os.pread(fd, end - frames[k] - FRAME_HEADER, frames[k] + FRAME_HEADER)
+
+
+def _no_real_fetch(fd: int, plan: _Plan, places: np.ndarray) -> bool:
+    """Whether no LONG_BINGET opcode is at any of these offsets (each frame that holds one walked)."""
+    frames = np.asarray(plan.frames)
+    which = np.searchsorted(frames, places, "right") - 1
+    for k in np.unique(which).tolist():
+        ops = {plan.frames[k] + FRAME_HEADER + i for i, op in opscan.opcodes(_payload(fd, plan.size, plan.frames, k))
+               if op == LONG_BINGET}
+        if ops.intersection(places[which == k].tolist()):
+            return False
+    return True
+
+
+def _unpickle(path: str | Path, f: Any, size: int, plan: _Plan, consume: Any, cut: tuple[int, int, int] | None,
+              back: list[forks.Pending], min_front: int = 0) -> tuple[set[str], Any]:
+    """Pass 2 of the front (or the whole stream): the C unpickler on the frames, with the releases pass 1 planned
+    fed in between; it stops at the cut if the back half was read."""
+    sink, released = _Sink(consume), _Released()
+    pids, (push_sink, push_released) = _pids(sink, released)
+    watch = _Watch(push_released, released)
+    watch.expect()
+    part: list = []
+    u = _StreamUnpickler(_Feed(_front(f, plan, sink, push_sink, watch, cut, back, part, min_front)), pids, size)
     try:
-        if u.load() is not pids[sink_pid]:  # the list was inside another object (e.g. a rewrites tuple)
+        if u.load() is not sink:  # the list was inside another object (e.g. a rewrites tuple)
             raise StreamAbort("the pickle is not one list")
-        pids[sink_pid].flush()
+        sink.flush()
     except InputError as e:
         raise InputError(f"{path}: {e}") from None
     except (StreamAbort, MemoryError):
         raise
     except Exception as e:  # let the full load report a corrupt file in its own words
         raise StreamAbort(f"{type(e).__name__}: {e}") from None
-    check(0)
-    return u.classes
+    watch.check()
+    if not part:
+        return u.classes, None
+    classes, got = part[0]
+    return u.classes | classes, got
 
 
-class _Released:
-    """What a released memo entry holds: nothing may ever reference it."""
+def _front(f: Any, plan: _Plan, sink: _Sink, push_sink: bytes, watch: _Watch, cut: tuple[int, int, int] | None,
+           back: list[forks.Pending], part: list, min_front: int) -> Iterator[bytes]:
+    """The pieces of pass 2 for the stream up to the cut, then STOP if the back half was read (its part goes to
+    `part`), else on to the end."""
+    yield _START + _frame(push_sink)
+    k = cut[0] if cut is not None else len(plan.frames)
+    yield from _frames(f, plan, 0, k, watch)
+    if cut is None:
+        return
+    yield watch(plan, k - 1)
+    data, i = _read_frame(f, plan, k), cut[1] - plan.frames[k]
+    yield _frame(data[FRAME_HEADER:i - 1])
+    calls = sink.calls
+    yield _frame(data[i - 1:i])  # the APPENDS
+    pending = back.pop()
+    if sink.calls > calls and sink.n >= min_front:  # it extended the list: nothing else open, the back half follows
+        got = _result(pending)
+        if got is not None:
+            part.append(got)
+            yield OP.STOP
+            return
+    else:
+        pending.stop()
+    yield _frame(data[i:])
+    yield from _frames(f, plan, k + 1, len(plan.frames), watch)
+
+
+def _result(pending: forks.Pending) -> Any:
+    try:
+        return pending()
+    except Exception:  # the pool failed to send it: the front reads on
+        return None
+
+
+def _read_back(path: str | Path, plan: _Plan, tail: Callable[[], TailReader]) -> tuple[set[str], Any] | None:
+    """The back half, read in a forked process: the classes it names and the tail reader's part, or None if it
+    cannot be read apart (the front then reads on, and reports what is wrong with those bytes)."""
+    try:
+        with open_input(Path(path))[0] as f:
+            return _back(f, plan, tail)
+    except Exception:
+        return None
+
+
+def _back(f: Any, plan: _Plan, tail: Callable[[], TailReader]) -> tuple[set[str], Any] | None:
+    split = plan.split
+    assert plan.shared is not None and split is not None
+    mine = _Plan(plan.size, plan.frames, plan.fetched, plan.last, plan.shared.blocks(), plan.lag)
+    (k, at, made), prefix = split.cut, split.prefix
+    start = mine.memos_before(k) + made  # memo entries made before the cut
+    late = split.late
+    if not _no_real_fetch(f.fileno(), plan, late[(late[:, 0] < start) & (late[:, 1] > at), 1]):
+        return None  # the back half fetches an entry made between the prefix and the cut
+    reader = tail()
+    discard, sink, released, filler = _Sink(lambda items: None), _Sink(reader.feed), _Released(), _Released()
+    pids, (push_discard, push_sink, push_released, push_filler) = _pids(discard, sink, released, filler)
+    fills = start - mine.memo_at[prefix]
+    watch = _Watch(push_released, released, filler)
+    watch.expect(fills)
+
+    def pieces() -> Iterator[bytes]:
+        yield _START + _frame(push_discard)
+        yield from _frames(f, mine, 0, prefix)
+        yield OP.NONE + OP.STOP  # (a mark may be open: STOP takes the None)
+        yield _START + _frame(push_filler)
+        for a in range(0, fills, _FILL):
+            yield _frame(OP.MEMOIZE * min(_FILL, fills - a))
+        yield _frame(OP.POP + push_sink)
+        yield _frame(_read_frame(f, mine, k)[at - plan.frames[k]:])
+        yield from _frames(f, mine, k + 1, len(plan.frames), watch, start)
+
+    u = _StreamUnpickler(_Feed(pieces()), pids, plan.size)
+    u.load()  # the prefix: only the memo entries it makes are kept
+    if u.load() is not sink:
+        return None
+    sink.flush()
+    watch.check()
+    return u.classes, reader.part()

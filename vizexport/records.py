@@ -7,9 +7,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field, fields, is_dataclass
+from operator import attrgetter
 from typing import Any, Protocol
 
 OPTIONAL = {"optional": True}  # dataclass field metadata: left out of the JSON form while None
+
+
+def _pickled_by_fields(cls: type) -> type:
+    """Pickle as cls(*fields): half the bytes and time, both ways, of a slots dataclass's own state functions (a big
+    stream's back half sends its points from a forked process)."""
+    get = attrgetter(*(f.name for f in fields(cls)))
+    cls.__reduce__ = lambda self: (cls, get(self))  # type: ignore[method-assign]
+    return cls
 
 
 @dataclass(frozen=True)
@@ -48,6 +57,7 @@ class Span:
     is_copy: bool = False
 
 
+@_pickled_by_fields
 @dataclass(slots=True)
 class Point:
     """A ProfilePointEvent: kind is its name ("alloc", "free", "exec", "marker", ...); arg normalised per kind."""
@@ -59,6 +69,7 @@ class Point:
     arg: Any
 
 
+@_pickled_by_fields
 @dataclass(slots=True)
 class Alloc:
     nbytes: int
@@ -66,6 +77,7 @@ class Alloc:
     count: int
 
 
+@_pickled_by_fields
 @dataclass(slots=True)
 class Exec:
     name: str
@@ -81,12 +93,14 @@ class Exec:
         return "inout" if n in self.inputs and n in self.outputs else "out" if n in self.outputs else "in"
 
 
+@_pickled_by_fields
 @dataclass(slots=True)
 class Marker:
     name: str
     color: str | None
 
 
+@_pickled_by_fields
 @dataclass(slots=True)
 class GraphBatch:
     """A ProfileGraphEvent: entries are indexes into Profile.spans; deps as in the pickle; sigs in ns (host clock

@@ -1,15 +1,18 @@
 """profile.pkl (a list of Profile* stand-ins, any release 0.10.1 … master) → records.Profile."""
 from __future__ import annotations
 
-from functools import lru_cache
+from dataclasses import dataclass
+from functools import lru_cache, partial
 from itertools import chain, repeat
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .. import pickles
 from ..gcpause import gc_paused
-from ..pickles import InputError, StandInType, class_name
+from ..pickles import InputError, StandInType, class_name, qualname
 from ..records import (
     Alloc,
     Capture,
@@ -58,7 +61,10 @@ def stream_profile(path: str | Path, tinygrad_version: str | None = None, min_by
         reader.feed(items)
 
     try:
-        classes = pickles.stream(path, consume)
+        classes, part = pickles.stream(path, consume, tail=partial(_Reader, str(path), tail=True),
+                                       min_front=LEAF_EVENTS)  # the front has the events the release is told by
+        if part is not None:
+            reader.merge(part)
     except (pickles.StreamAbort, *_LAYOUT_ERRORS):  # the whole-file load decides (and words any error)
         return None
     return _finish(reader, classes, str(path), tinygrad_version)
@@ -150,12 +156,15 @@ class _Reader:
     offsets, which may come last; the release, which decides alloc sizes) is applied by `finish`.
     """
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, tail: bool = False) -> None:
         self.prof = Profile(path, EMPTY, 0)
         self.n = 0
-        self.first: dict[type, Any] = {}  # the first instance of each class: field names for release detection
+        # per class (qualified name), the field names of its first instance, and of the first graph entry of a first
+        # ProfileGraphEvent: for release detection
+        self.fields: dict[str, tuple[tuple, tuple | None]] = {}
         self.handlers: dict[type, Any] = {}
-        self.leaf_events: list = []  # host spans among the first LEAF_EVENTS events (release detection)
+        self.leaves = 0 if tail else LEAF_EVENTS  # events to look at for UOps (release detection)
+        self.leaf_events: list = []  # host spans among the first `leaves` events
         self.offsets: dict[str, tuple[int, int]] = {}  # device → (compute, copy) clock offset in ns
         self.keys: dict[Any, Key] = {}  # name str or TracingKey content → Key, so repeated names share one Key
         self.ids: dict[int, Key] = {}  # id(TracingKey) → Key, valid for one batch (ids are reused once freed)
@@ -164,6 +173,7 @@ class _Reader:
         self.allocs: list[tuple[Alloc, Any, bool]] = []
         self.ranges: list = []  # ProfileRangeEvents not yet read (read column by column, see _read_ranges)
         self.unparsed: list[tuple] = []  # (first span index, columns) of ranges whose timestamps are not yet parsed
+        self.columns = _Columns() if tail else None  # a stream's back half: its ranges' spans, never made here
 
     def feed(self, events: list) -> None:
         handlers = self.handlers
@@ -174,8 +184,8 @@ class _Reader:
             h(e)
         self._read_ranges()
         self._make_spans()
-        if self.n < LEAF_EVENTS:
-            self.leaf_events += [e for e in events[:LEAF_EVENTS - self.n] if _has_uop_keys(e)]
+        if self.n < self.leaves:
+            self.leaf_events += [e for e in events[:self.leaves - self.n] if _has_uop_keys(e)]
         self.n += len(events)
         self.ids.clear()
 
@@ -184,17 +194,19 @@ class _Reader:
                  "ProfileGraphEvent": self.graph, "ProfileProgramEvent": self.program,
                  "ProfileDeviceEvent": self.device, "ProfileSQTTEvent": self.sqtt, "ProfilePMCEvent": self.pmc,
                  "ProfilePMAEvent": self.pma}
-        self.first[type(e)] = e
-        h = self.handlers[type(e)] = names.get(type(e).__dict__.get("_qualname", "").rsplit(".", 1)[-1], self.unknown)
+        name = qualname(e)
+        if name:
+            ents = e.__dict__.get("ents") if name.endswith(".ProfileGraphEvent") else None
+            self.fields[name] = (tuple(e.__dict__), tuple(ents[0].__dict__) if ents else None)
+        h = self.handlers[type(e)] = names.get(name.rsplit(".", 1)[-1], self.unknown)
         return h
 
     def finish(self, classes: set[str], override: str | None) -> Profile:
-        prof, first = self.prof, self.first
-        fields = {class_name(e): tuple(e.__dict__) for e in first.values() if class_name(e)}
-        graph = next((e for e in first.values() if class_name(e) == "ProfileGraphEvent" and e.__dict__.get("ents")),
-                     None)
-        if graph is not None:
-            fields["ProfileGraphEntry"] = tuple(graph.ents[0].__dict__)
+        prof = self.prof
+        fields = {name.rsplit(".", 1)[-1]: own for name, (own, _) in self.fields.items()}
+        entry = next((entry for _, entry in self.fields.values() if entry is not None), None)
+        if entry is not None:
+            fields["ProfileGraphEntry"] = entry
         if self.n and not fields:
             raise InputError("not a tinygrad profile (its list holds no tinygrad events)")
         release = profile_release(classes, fields, _const_leaves(self.leaf_events)) if self.n else EMPTY
@@ -206,8 +218,48 @@ class _Reader:
             if in_elements:
                 a.nbytes = min(a.count, 10**12) * dtype_bits(dt, bitsize) // 8
         self._apply_offsets()
-        self.first, self.leaf_events, self.allocs = {}, [], []
+        self.leaf_events, self.allocs = [], []
         return prof
+
+    def part(self) -> _Part:
+        """What this reader of a stream's back half read, for the front's reader to `merge`: its spans as columns
+        (a part travels from a forked process; millions of Spans would take longer to send than to make)."""
+        prof, columns = self.prof, self.columns
+        assert columns is not None
+        entries = [i for g in prof.graphs for i in g.entries]  # graph entries are Spans already
+        ents = [prof.spans[i] for i in entries]
+        columns.add(entries, *(list(map(attrgetter(f), ents)) for f in Span.__slots__))
+        content = {id(k): c for c, k in self.keys.items() if type(c) is str or StandInType not in set(map(type, c[1]))}
+        keys = [(content.get(id(k)), k) for k in columns.keys.values]
+        return _Part(self.n, self.fields, keys, columns.devices.values, columns.profile_keys.values,
+                     columns.ordered(), prof.points, self.allocs, prof.graphs, prof.programs, prof.devices,
+                     prof.captures, prof.unknown, self.offsets)
+
+    def merge(self, part: _Part) -> None:
+        """Append what a reader of the stream's back half read (`part`): Keys of the same content as one of this
+        reader's become that one, as in one reader."""
+        prof, keys = self.prof, self.keys
+        first, graphs = len(prof.spans), len(prof.graphs)
+        table = [k if c is None else keys.setdefault(c, k) for c, k in part.keys]
+        c = part.columns
+        ens = c["en"].tolist()
+        for i in np.flatnonzero(c["never"]).tolist():
+            ens[i] = None
+        graph = np.where(c["graph"] >= 0, c["graph"] + graphs, -1)
+        prof.spans += map(Span, _decoded(part.devices, c["device"]), _decoded(table, c["key"]), c["st"].tolist(), ens,
+                          _decoded(part.profile_keys, c["profile_key"]), graph.tolist(), c["is_copy"].tolist())
+        prof.graphs += (GraphBatch(g.device, [i + first for i in g.entries], g.deps, g.sigs) for g in part.graphs)
+        prof.points += part.points
+        prof.programs += part.programs
+        prof.devices += part.devices_info
+        prof.captures += part.captures
+        for name, n in part.unknown.items():
+            prof.unknown[name] = prof.unknown.get(name, 0) + n
+        for name, fields in part.fields.items():
+            self.fields.setdefault(name, fields)
+        self.allocs += part.allocs
+        self.offsets.update(part.offsets)
+        self.n += part.n
 
     def _apply_offsets(self) -> None:
         """Each span's device clock offset (spans were read with raw device timestamps)."""
@@ -277,6 +329,12 @@ class _Reader:
         groups, self.unparsed = self.unparsed, []
         sts = ns_column(chain.from_iterable(g[3] for g in groups))
         ens = ns_column(chain.from_iterable(g[4] for g in groups))
+        if self.columns is not None:
+            places = list(chain.from_iterable(range(g[0], g[0] + len(g[2])) for g in groups))
+            self.columns.add(places, *(list(chain.from_iterable(g[i] for g in groups)) for i in (1, 2)), sts, ens,
+                             list(chain.from_iterable(g[5] for g in groups)), None,
+                             list(chain.from_iterable(g[6] for g in groups)))
+            return
         at, spans = 0, self.prof.spans
         for first, devices, keys, _, _, profile_keys, copies in groups:
             n = len(keys)
@@ -361,6 +419,79 @@ class _Reader:
     def unknown(self, e: Any) -> None:
         name = class_name(e) or type(e).__name__
         self.prof.unknown[name] = self.prof.unknown.get(name, 0) + 1
+
+
+@dataclass
+class _Part:
+    """A stream's back half as its reader read it (see `_Reader.part`)."""
+
+    n: int
+    fields: dict[str, tuple[tuple, tuple | None]]
+    keys: list[tuple[Any, Key]]  # per key code: its content (None where that holds stand-ins), its Key
+    devices: list[str]  # per device code
+    profile_keys: list[bytes | None]  # per profile key code
+    columns: dict[str, np.ndarray]  # per span, in order: codes, times, graph, is_copy, never (ended)
+    points: list[Point]
+    allocs: list[tuple[Alloc, Any, bool]]
+    graphs: list[GraphBatch]
+    programs: list[Program]
+    devices_info: list[DeviceInfo]
+    captures: list[Capture]
+    unknown: dict[str, int]
+    offsets: dict[str, tuple[int, int]]
+
+
+class _Coder:
+    """Codes for values, in first-seen order (by identity: `by_id`)."""
+
+    def __init__(self, by_id: bool = False) -> None:
+        self.index: dict = {}
+        self.values: list = []
+        self.by_id = by_id
+
+    def __call__(self, values: list) -> np.ndarray:
+        index = self.index
+        of = list(map(id, values)) if self.by_id else values
+        if not set(of) <= index.keys():
+            for x, v in zip(of, values, strict=True):
+                if x not in index:
+                    index[x] = len(self.values)
+                    self.values.append(v)
+        return np.fromiter(map(index.__getitem__, of), np.int32, len(of))
+
+
+class _Columns:
+    """Spans as columns, added batch by batch in any order of their places (a stream's back half: no Span is made
+    in its process)."""
+
+    def __init__(self) -> None:
+        self.devices, self.keys, self.profile_keys = _Coder(), _Coder(by_id=True), _Coder()
+        self.batches: list[dict[str, np.ndarray]] = []
+
+    def add(self, places: list[int] | np.ndarray, devices: list, keys: list, sts: list, ens: list,
+            profile_keys: list, graph: list | None, copies: list) -> None:
+        n = len(keys)
+        never = np.zeros(n, bool)
+        if None in ens:
+            never[:] = [en is None for en in ens]
+            ens = [0 if en is None else en for en in ens]
+        self.batches.append({
+            "place": np.asarray(places, np.int64), "device": self.devices(devices), "key": self.keys(keys),
+            "st": np.fromiter(sts, np.int64, n), "en": np.fromiter(ens, np.int64, n), "never": never,
+            "profile_key": self.profile_keys(profile_keys),
+            "graph": np.full(n, -1, np.int64) if graph is None else np.asarray(graph, np.int64),
+            "is_copy": np.fromiter(copies, bool, n)})
+
+    def ordered(self) -> dict[str, np.ndarray]:
+        """Every column, in the spans' order."""
+        order = np.argsort(np.concatenate([b["place"] for b in self.batches]), kind="stable")
+        return {f: np.concatenate([b[f] for b in self.batches])[order] for f in self.batches[0] if f != "place"}
+
+
+def _decoded(table: list, codes: np.ndarray) -> list:
+    column = np.empty(len(table), object)
+    column[:] = table
+    return column[codes].tolist()
 
 
 # ---- fields as the records type them (a corrupt or hostile pickle can put anything anywhere) ----
