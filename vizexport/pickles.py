@@ -329,12 +329,15 @@ def load(path: str | Path) -> tuple[Any, set[str]]:
 #     reference to the sentinel, so any other reference means a released entry was fetched: the load is abandoned
 #     (the caller loads the whole file instead) rather than return wrong data.
 # A big stream is read in two halves at once, where a second CPU and fork allow: the process that called `stream`
-# reads the front half, a forked one the back half. The back half starts just after an APPENDS that ends a batch of
-# the top-level list (nothing else open on the stack). Its reader first unpickles the few frames that make every
-# entry the back half may fetch from before the cut, then fills the memo up to the cut with a stand-in (MEMOIZE
-# numbers by count), then reads on from the cut; the tail reader it is given turns the items into a part the front's
-# reader merges. The front stops at the cut once it has seen the batch end there (the APPENDS extended the sink).
-# Whatever goes wrong in the back half, the front reads on past the cut itself.
+# reads the front, a forked one the back (BACK_SHARE of the bytes). The back starts just after an APPENDS that ends a
+# batch of the top-level list (nothing else open on the stack). Its reader first unpickles the stream's first frames
+# (_PREFIX: the classes, devices and names that every event fetches are made there), then fills the memo up to the
+# cut with a stand-in (MEMOIZE numbers by count, so it waits for pass 1's counts of the front), then reads on from
+# the cut; the tail reader it is given turns the items into a part the front's reader merges. An entry made between
+# the first frames and the cut that a LONG_BINGET past the cut fetches (pass 1's byte search finds the places, a
+# walk of their frames tells a real opcode) cannot be had there: the back half is then left to the front. The front
+# stops at the cut once it has seen the batch end there (the APPENDS extended the sink) and the back half is read;
+# whatever goes wrong in the back half, the front reads on past the cut itself.
 
 _ENDS_LIST = OP.APPENDS + OP.APPEND  # the opcodes a non-empty top-level list ends with, before STOP
 _CHUNK = 1 << 22
