@@ -293,6 +293,18 @@ def test_a_back_half_that_fetches_from_the_front_is_read_by_the_front(tmp_path, 
     assert pickles.stream(path, got.extend, tail=_Kept)[1] is None and got == events
 
 
+def test_a_back_half_reads_first_the_frames_that_make_what_it_fetches(tmp_path, halves, monkeypatch):
+    """Strings made after the first frames but early in the stream, fetched all along: the back half's reader
+    unpickles the frames up to them first (at most an eighth of the front's)."""
+    monkeypatch.setattr(pickles, "_PREFIX", 1)
+    path = tmp_path / "p.pkl"
+    path.write_bytes(pickle.dumps(events := _events(3000, 120000), protocol=4))
+    assert len(_frames(path)) > 40
+    got: list = []
+    _, back = pickles.stream(path, got.extend, tail=_Kept)
+    assert back and got + back == events
+
+
 def test_a_back_half_that_fails_leaves_it_to_the_front(tmp_path, halves, monkeypatch):
     class Failing(_Kept):
         def feed(self, items: list) -> None:

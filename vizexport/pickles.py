@@ -351,6 +351,8 @@ BACK_SHARE = 0.4  # the back half's share of the stream's bytes
 _CUT_SEARCH = 8  # frames searched for the batch end to cut at
 _FILL = 1 << 22  # memo entries filled per frame of MEMOIZE (the back half's memo below the cut)
 _PREFIX = 16  # frames the back half's reader unpickles first: those that make the entries fetched all along
+_REREAD = 8  # … or more, to make what the back half fetches: at most this fraction of the front's frames
+_WALKS = 256  # frames walked opcode by opcode to tell real fetches past the cut (~16 MB)
 
 
 class StreamAbort(Exception):
@@ -837,16 +839,21 @@ def _payload(fd: int, size: int, frames: list[int], k: int) -> bytes:
     return os.pread(fd, end - frames[k] - FRAME_HEADER, frames[k] + FRAME_HEADER)
 
 
-def _no_real_fetch(fd: int, plan: _Plan, places: np.ndarray) -> bool:
-    """Whether no LONG_BINGET opcode is at any of these offsets (each frame that holds one walked)."""
-    frames = np.asarray(plan.frames)
-    which = np.searchsorted(frames, places, "right") - 1
-    for k in np.unique(which).tolist():
-        ops = {plan.frames[k] + FRAME_HEADER + i for i, op in opscan.opcodes(_payload(fd, plan.size, plan.frames, k))
-               if op == LONG_BINGET}
-        if ops.intersection(places[which == k].tolist()):
-            return False
-    return True
+def _last_fetched(fd: int, plan: _Plan, late: np.ndarray) -> int:
+    """The highest memo index among rows (index, offset) whose offset holds a real LONG_BINGET (not bytes of
+    another opcode's data), or -1. Raises StreamAbort where that takes walking more than _WALKS frames."""
+    ops: dict[int, set[int]] = {}  # frame → offsets of its LONG_BINGETs
+    for idx in np.unique(late[:, 0])[::-1].tolist():
+        for at in late[late[:, 0] == idx, 1].tolist():
+            k = int(np.searchsorted(plan.frames, at, "right")) - 1
+            if k not in ops:
+                if len(ops) == _WALKS:
+                    raise StreamAbort("too many places to tell real fetches at")
+                ops[k] = {plan.frames[k] + FRAME_HEADER + i for i, op in
+                          opscan.opcodes(_payload(fd, plan.size, plan.frames, k)) if op == LONG_BINGET}
+            if at in ops[k]:
+                return idx
+    return -1
 
 
 def _unpickle(path: str | Path, f: Any, size: int, plan: _Plan, consume: Any, cut: tuple[int, int, int] | None,
@@ -927,8 +934,11 @@ def _back(f: Any, plan: _Plan, tail: Callable[[], TailReader]) -> tuple[set[str]
     (k, at, made), prefix = split.cut, split.prefix
     start = mine.memos_before(k) + made  # memo entries made before the cut
     late = split.late
-    if not _no_real_fetch(f.fileno(), plan, late[(late[:, 0] < start) & (late[:, 1] > at), 1]):
-        return None  # the back half fetches an entry made between the prefix and the cut
+    late = late[(late[:, 0] < start) & (late[:, 1] > at)]  # places past the cut that may fetch from before it
+    if len(late):  # each real one's entry must be made by the frames the reader unpickles first
+        prefix = max(prefix, int(np.searchsorted(mine.memo_at, _last_fetched(f.fileno(), plan, late), "right")))
+        if prefix > k // _REREAD:
+            return None
     reader = tail()
     discard, sink, released, filler = _Sink(lambda items: None), _Sink(reader.feed), _Released(), _Released()
     pids, (push_discard, push_sink, push_released, push_filler) = _pids(discard, sink, released, filler)
