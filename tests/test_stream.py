@@ -1,4 +1,4 @@
-"""Streaming load of big profiles (pickles.stream): same records and trace bytes as the whole-file load, and a
+"""Streaming load of big profiles (pickles.streaming): same records and trace bytes as the whole-file load, and a
 released memo entry that is fetched again makes it give up rather than return wrong data."""
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from vizexport import forks, opscan, pickles
+from vizexport import forks, pickles
 from vizexport.perfetto import proto
-from vizexport.pickles import InputError, StreamAbort
+from vizexport.pickles import InputError, opscan, streaming
+from vizexport.pickles.streaming import StreamAbort
 from vizexport.tinygrad.profile import _Reader, profile_from, stream_profile
 from vizexport.tinygrad.timeline import build_timeline
 
@@ -51,11 +52,11 @@ def test_fixture_streams_identically(path):
 
 def test_batches_arrive_in_order(tmp_path):
     got: list = []
-    pickles.stream(SAMPLE, got.append)
+    streaming.stream(SAMPLE, got.append)
     assert repr([e for b in got for e in b]) == repr(pickles.load(SAMPLE)[0])
     shared, events = _shared_pickle(tmp_path)
     got = []
-    pickles.stream(shared, got.append)  # pickle's batches of 1,000 are handed on 16,000 at a time
+    streaming.stream(shared, got.append)  # pickle's batches of 1,000 are handed on 16,000 at a time
     assert [len(b) for b in got] == [16000, 14000] and [e for b in got for e in b] == events
 
 
@@ -65,10 +66,10 @@ def pass1(request, monkeypatch):
     pickles, in blocks of a few frames, counted at most one frame behind pass 2)."""
     used = SimpleNamespace(beside=request.param == "beside", searched=[])  # opscan's byte search runs in this process
     if used.beside:
-        monkeypatch.setattr(pickles, "_BESIDE_MIN", 0)
-        monkeypatch.setattr(pickles, "_BLOCKS", (1, 2))
-        monkeypatch.setattr(pickles, "_BLOCK", 3)
-        monkeypatch.setattr(pickles, "_LAG", 1)
+        monkeypatch.setattr(streaming, "_BESIDE_MIN", 0)
+        monkeypatch.setattr(streaming, "_BLOCKS", (1, 2))
+        monkeypatch.setattr(streaming, "_BLOCK", 3)
+        monkeypatch.setattr(streaming, "_LAG", 1)
         search = opscan.fetch_candidates
         monkeypatch.setattr(opscan, "fetch_candidates", lambda *a, **k: used.searched.append(a) or search(*a, **k))
     return used
@@ -89,14 +90,14 @@ def test_fetching_a_released_entry_aborts(monkeypatch, tmp_path, pass1):
     path = tmp_path / "p.pkl"
     path.write_bytes(pickle.dumps(events, protocol=4))
     assert len(_frames(path)) > 5
-    pickles.stream(path, lambda items: None)
-    init = pickles._Plan.__init__
+    streaming.stream(path, lambda items: None)
+    init = streaming._Plan.__init__
 
     def forgetful(self, size, frames, fetched, last, *rest):
         init(self, size, frames, fetched[:0], last[:0], *rest)
-    monkeypatch.setattr(pickles._Plan, "__init__", forgetful)
+    monkeypatch.setattr(streaming._Plan, "__init__", forgetful)
     with pytest.raises(StreamAbort, match="released"):
-        pickles.stream(path, lambda items: None)
+        streaming.stream(path, lambda items: None)
 
 
 BIG = [b"x" * 5_000_000, "shared", "\u2014" * 70_000, *(("shared", i) for i in range(3000)), b"y" * 100_000]
@@ -108,18 +109,18 @@ def test_other_pickles_stream_or_abort(tmp_path, obj):
     path.write_bytes(pickle.dumps(obj, protocol=4))
     got: list = []
     if isinstance(obj, list):
-        pickles.stream(path, got.extend)
+        streaming.stream(path, got.extend)
         assert got == obj
     else:
         with pytest.raises(StreamAbort):
-            pickles.stream(path, got.extend)
+            streaming.stream(path, got.extend)
 
 
 def test_persistent_ids_are_not_streamed(tmp_path):
     path = tmp_path / "p.pkl"
     path.write_bytes(b"\x80\x04\x95\x0c\x00\x00\x00\x00\x00\x00\x00]\x94(Pevil\nK\x01e.")
     with pytest.raises(StreamAbort):
-        pickles.stream(path, lambda items: None)
+        streaming.stream(path, lambda items: None)
     with pytest.raises(InputError, match="persistent id"):
         pickles.load(path)
 
@@ -164,7 +165,7 @@ def test_opscan_plans_what_the_walk_plans(tmp_path, path):
         ends = [*frames[1:], size]
         fd = os.open(p, os.O_RDONLY)
         try:
-            walked = pickles._walk(fd, size, True)
+            walked = streaming._walk(fd, size, True)
             for block in (len(frames) // 2 + 1, len(frames)):  # each call walks as many steps as its longest frame
                 counts = [opscan.frame_memos(fd, frames[a:a + block], ends[a:a + block], a + block >= len(frames))
                           for a in range(0, len(frames), block)]
@@ -216,22 +217,22 @@ def test_streams_identically_with_pass1_beside(path, pass1):
 def test_big_shared_pickle_streams(tmp_path, pass1):
     shared, events = _shared_pickle(tmp_path)
     got: list = []
-    pickles.stream(shared, got.extend)
+    streaming.stream(shared, got.extend)
     assert got == events
 
 
 def test_too_many_fetch_candidates_leave_the_file_to_the_whole_load(tmp_path, monkeypatch):
     """Bytes that look like LONG_BINGETs of distinct entries: past opscan.MAX_CANDIDATES the stream declines."""
-    monkeypatch.setattr(pickles, "_BESIDE_MIN", 0)
+    monkeypatch.setattr(streaming, "_BESIDE_MIN", 0)
     blobs = [b"".join(b"j" + (256 + 50 * i + k).to_bytes(4, "little") for k in range(50)) for i in range(100)]
     path = tmp_path / "j.pkl"
     path.write_bytes(pickle.dumps(blobs, protocol=4))
     got: list = []
-    pickles.stream(path, got.extend)
+    streaming.stream(path, got.extend)
     assert got == blobs
     monkeypatch.setattr(opscan, "MAX_CANDIDATES", 4999)  # 5,000 distinct candidates
     with pytest.raises(StreamAbort, match="not a streamable list"):
-        pickles.stream(path, got.extend)
+        streaming.stream(path, got.extend)
 
 
 # ---- a big stream read in two halves at once ----
@@ -239,10 +240,10 @@ def test_too_many_fetch_candidates_leave_the_file_to_the_whole_load(tmp_path, mo
 @pytest.fixture
 def halves(monkeypatch):
     """Split even these small pickles (their frames counted beside pass 2), with a second CPU or not."""
-    monkeypatch.setattr(pickles, "SPLIT_MIN", 0)
-    monkeypatch.setattr(pickles, "_BESIDE_MIN", 0)
-    monkeypatch.setattr(pickles, "_BLOCKS", (1, 2))  # counted in workers, in blocks of a few frames
-    monkeypatch.setattr(pickles, "_BLOCK", 3)
+    monkeypatch.setattr(streaming, "SPLIT_MIN", 0)
+    monkeypatch.setattr(streaming, "_BESIDE_MIN", 0)
+    monkeypatch.setattr(streaming, "_BLOCKS", (1, 2))  # counted in workers, in blocks of a few frames
+    monkeypatch.setattr(streaming, "_BLOCK", 3)
     monkeypatch.setattr(forks, "default_jobs", lambda: 2)
     merged: list = []
     merge = _Reader.merge
@@ -273,35 +274,35 @@ def test_halves_of_a_stream_come_back_in_order(tmp_path, halves, monkeypatch):
     """The back half's items arrive as its part, the front's through consume: together the list, in order; the
     back half's reader took the strings the front made from the frames it unpickles first, and filled the memo up to
     the cut (most of it: one frame first)."""
-    monkeypatch.setattr(pickles, "_PREFIX", 1)
+    monkeypatch.setattr(streaming, "_PREFIX", 1)
     path = tmp_path / "p.pkl"
     path.write_bytes(pickle.dumps(events := _events(300), protocol=4))
     got: list = []
-    _, back = pickles.stream(path, got.extend, tail=_Kept)
+    _, back = streaming.stream(path, got.extend, tail=_Kept)
     assert back and got and got + back == events
-    assert 0.5 * pickles.BACK_SHARE < len(back) / len(events) < 1.5 * pickles.BACK_SHARE
+    assert 0.5 * streaming.BACK_SHARE < len(back) / len(events) < 1.5 * streaming.BACK_SHARE
     assert got[-1]["name"] == f"n{len(got) - 1}" and len(got) % 1000 == 0  # cut where a batch of 1,000 ends
 
 
 def test_a_back_half_that_fetches_from_the_front_is_read_by_the_front(tmp_path, halves, monkeypatch):
     """Strings made in the middle of the front and fetched past the cut: the back half cannot have them (they come
     from neither its first frames nor its own), so the front reads on past the cut, and nothing is lost."""
-    monkeypatch.setattr(pickles, "_PREFIX", 1)
+    monkeypatch.setattr(streaming, "_PREFIX", 1)
     path = tmp_path / "p.pkl"
     path.write_bytes(pickle.dumps(events := _events(9000), protocol=4))
     got: list = []
-    assert pickles.stream(path, got.extend, tail=_Kept)[1] is None and got == events
+    assert streaming.stream(path, got.extend, tail=_Kept)[1] is None and got == events
 
 
 def test_a_back_half_reads_first_the_frames_that_make_what_it_fetches(tmp_path, halves, monkeypatch):
     """Strings made after the first frames but early in the stream, fetched all along: the back half's reader
     unpickles the frames up to them first (at most an eighth of the front's)."""
-    monkeypatch.setattr(pickles, "_PREFIX", 1)
+    monkeypatch.setattr(streaming, "_PREFIX", 1)
     path = tmp_path / "p.pkl"
     path.write_bytes(pickle.dumps(events := _events(3000, 120000), protocol=4))
     assert len(_frames(path)) > 40
     got: list = []
-    _, back = pickles.stream(path, got.extend, tail=_Kept)
+    _, back = streaming.stream(path, got.extend, tail=_Kept)
     assert back and got + back == events
 
 
@@ -312,7 +313,7 @@ def test_a_back_half_that_fails_leaves_it_to_the_front(tmp_path, halves, monkeyp
     path = tmp_path / "p.pkl"
     path.write_bytes(pickle.dumps(events := _events(300), protocol=4))
     got: list = []
-    assert pickles.stream(path, got.extend, tail=Failing)[1] is None and got == events
+    assert streaming.stream(path, got.extend, tail=Failing)[1] is None and got == events
 
 
 def _batches_of_the_sample(path, batches: int, monkeypatch) -> None:

@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import pickles
 from ..gcpause import gc_paused
-from ..pickles import InputError, StandInType, class_name, qualname
+from ..pickles import InputError, StandInType, class_name, qualname, streaming
 from ..records import (
     Alloc,
     Capture,
@@ -34,7 +34,7 @@ from .releases import profile_release, uop_leaf, with_override
 EMPTY = Release("unknown", "ambiguous", "empty profile: nothing to tell the release by")
 
 
-STREAM_MIN_BYTES = 256 << 20  # profiles this big are read batch by batch (pickles.stream): memory stays bounded
+STREAM_MIN_BYTES = 256 << 20  # profiles this big are read batch by batch (pickles.streaming): memory stays bounded
 
 
 def load_profile(path: str | Path, tinygrad_version: str | None = None) -> Profile:
@@ -57,15 +57,15 @@ def stream_profile(path: str | Path, tinygrad_version: str | None = None, min_by
 
     def consume(items: list) -> None:
         if reader.n == 0 and is_rewrites(items):
-            raise pickles.StreamAbort("a rewrites trace")
+            raise streaming.StreamAbort("a rewrites trace")
         reader.feed(items)
 
     try:
-        classes, part = pickles.stream(path, consume, tail=partial(_Reader, str(path), tail=True),
+        classes, part = streaming.stream(path, consume, tail=partial(_Reader, str(path), tail=True),
                                        min_front=LEAF_EVENTS)  # the front has the events the release is told by
         if part is not None:
             reader.merge(part)
-    except (pickles.StreamAbort, *_LAYOUT_ERRORS):  # the whole-file load decides (and words any error)
+    except (streaming.StreamAbort, *_LAYOUT_ERRORS):  # the whole-file load decides (and words any error)
         return None
     return _finish(reader, classes, str(path), tinygrad_version)
 

@@ -1,4 +1,4 @@
-"""Pass 1 of the streaming load (pickles.stream) for framed pickles, vectorised with numpy.
+"""Pass 1 of the streaming load (pickles.streaming) for framed pickles, vectorised with numpy.
 
 - `frame_memos`: the memo entries each frame makes, found by walking the opcodes of many frames in lockstep: one
   numpy step advances every frame's cursor by one opcode (and the MEMOIZE after it), so the Python loop runs once per
