@@ -37,6 +37,7 @@ print(json.dumps({"seconds": dt, "rss": me.ru_maxrss * 1024, "workers_rss": kids
 COUNTS = "select t.name as track, count(*) as n from slice s join track t on s.track_id = t.id group by 1"
 ERRORS = "select name, value from stats where value > 0 and severity in ('error', 'data_loss')"
 GIB = 2**30
+SINGLE_TIMEOUT = 1800  # seconds for the whole 20M run as one trace in the UI (430-600+ s here)
 
 
 def convert(profile: Path, out: Path, window_events: int, code: Path = ROOT) -> dict:
@@ -48,14 +49,14 @@ def convert(profile: Path, out: Path, window_events: int, code: Path = ROOT) -> 
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-def ui_load(trace: Path, engine32: bool = False) -> tuple[int, float, int, list, list]:
+def ui_load(trace: Path, engine32: bool = False, timeout: int = 600) -> tuple[int, float, int, list, list]:
     """(exit code, seconds, peak browser-tree MB, per-track slice counts, error stats) of `trace` in the real UI."""
     env = dict(os.environ)
     if engine32:
         env["TPQ_WEB_DIST"] = subprocess.run([str(TOOLS / "web_dist32.sh")], capture_output=True, text=True,
                                              check=True).stdout.strip()
-    r = subprocess.run([str(TOOLS / "tpqmem"), "--timeout", "600", str(trace), COUNTS, ERRORS], capture_output=True,
-                       text=True, env=env, check=False)
+    r = subprocess.run([str(TOOLS / "tpqmem"), "--timeout", str(timeout), str(trace), COUNTS, ERRORS],
+                       capture_output=True, text=True, env=env, check=False)
     lines = r.stdout.splitlines()
     rc, secs, mb = lines[0].split()
     rows = [json.loads(x) for x in lines[1:3]] if int(rc) == 0 else [[], []]
@@ -126,7 +127,8 @@ def main() -> None:
                     totals[row["track"]] = totals.get(row["track"], 0) + row["n"]
     print("  slices per track over the windows:", json.dumps(totals, sort_keys=True))
     if mine:  # this vizexport's one trace in the 64-bit engine, for its counts (minutes and GBs: why windows)
-        rc, secs, mb, counts, errors = ui_load(a.workdir / f"{'mine' if a.baseline else 'single'}_{a.events}.pftrace")
+        rc, secs, mb, counts, errors = ui_load(a.workdir / f"{'mine' if a.baseline else 'single'}_{a.events}.pftrace",
+                                               timeout=SINGLE_TIMEOUT)
         want = {row["track"]: row["n"] for row in counts}
         print(f"  one trace: exit {rc}, {secs:.1f} s, browser {mb:,} MB; windows add up to it per track: "
               f"{want == totals}")
