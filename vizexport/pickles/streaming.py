@@ -408,10 +408,10 @@ class _Watch:
         self.refs[0] += n
 
 
-def _read_frame(f: Any, plan: _Plan, k: int) -> bytes:
-    start = plan.frames[k]
-    f.seek(start)
-    return f.read((plan.frames[k + 1] if k + 1 < len(plan.frames) else plan.size) - start)
+def _read_frame(fd: int, frames: list[int], size: int, k: int, start: int | None = None) -> bytes:
+    """Frame k's bytes from `start` (by default its FRAME header) to its end."""
+    start = frames[k] if start is None else start
+    return os.pread(fd, (frames[k + 1] if k + 1 < len(frames) else size) - start, start)
 
 
 def _frames(f: Any, plan: _Plan, first: int, stop: int, watch: _Watch | None = None, keep_below: int = 0
@@ -421,7 +421,7 @@ def _frames(f: Any, plan: _Plan, first: int, stop: int, watch: _Watch | None = N
     for k in range(first, stop):
         if k and watch is not None:
             yield watch(plan, k - 1, keep_below)
-        data = _read_frame(f, plan, k)
+        data = _read_frame(f.fileno(), plan.frames, plan.size, k)
         if k == 0:
             data = _frame(data[FRAME_HEADER + 1:]) if data[:1] == OP.FRAME else data[1:]
         yield data
@@ -545,7 +545,7 @@ def _cut(fd: int, size: int, frames: list[int]) -> tuple[int, int, int] | None:
     for k in range(first, min(first + _CUT_SEARCH, len(frames))):
         start = frames[k] + FRAME_HEADER
         made = 0
-        for i, op in opscan.opcodes(_payload(fd, size, frames, k)):
+        for i, op in opscan.opcodes(_read_frame(fd, frames, size, k, start)):
             if op == MEMOIZE:
                 made += 1
             elif op == MARK:
@@ -559,25 +559,20 @@ def _cut(fd: int, size: int, frames: list[int]) -> tuple[int, int, int] | None:
     return best[1:] if best is not None and seen > 1 else None
 
 
-def _payload(fd: int, size: int, frames: list[int], k: int) -> bytes:
-    end = frames[k + 1] if k + 1 < len(frames) else size
-    return os.pread(fd, end - frames[k] - FRAME_HEADER, frames[k] + FRAME_HEADER)
-
-
 def _last_fetched(fd: int, plan: _Plan, late: np.ndarray) -> int:
     """The highest memo index among rows (index, offset) whose offset holds a real LONG_BINGET (not bytes of
     another opcode's data), or -1. Raises StreamAbort where that takes walking more than _WALKS frames."""
     ops: dict[int, set[int]] = {}  # frame → offsets of its LONG_BINGETs
-    for idx in np.unique(late[:, 0])[::-1].tolist():
-        for at in late[late[:, 0] == idx, 1].tolist():
-            k = int(np.searchsorted(plan.frames, at, "right")) - 1
-            if k not in ops:
-                if len(ops) == _WALKS:
-                    raise StreamAbort("too many places to tell real fetches at")
-                ops[k] = {plan.frames[k] + FRAME_HEADER + i for i, op in
-                          opscan.opcodes(_payload(fd, plan.size, plan.frames, k)) if op == LONG_BINGET}
-            if at in ops[k]:
-                return idx
+    for idx, at in late[np.argsort(-late[:, 0], kind="stable")].tolist():  # the highest index first
+        k = int(np.searchsorted(plan.frames, at, "right")) - 1
+        if k not in ops:
+            if len(ops) == _WALKS:
+                raise StreamAbort("too many places to tell real fetches at")
+            start = plan.frames[k] + FRAME_HEADER
+            ops[k] = {start + i for i, op in opscan.opcodes(_read_frame(fd, plan.frames, plan.size, k, start))
+                      if op == LONG_BINGET}
+        if at in ops[k]:
+            return idx
     return -1
 
 
@@ -618,7 +613,7 @@ def _front(f: Any, plan: _Plan, sink: _Sink, push_sink: bytes, watch: _Watch, cu
     if cut is None:
         return
     yield watch(plan, k - 1)
-    data, i = _read_frame(f, plan, k), cut[1] - plan.frames[k]
+    data, i = _read_frame(f.fileno(), plan.frames, plan.size, k), cut[1] - plan.frames[k]
     yield _frame(data[FRAME_HEADER:i - 1])
     calls = sink.calls
     yield _frame(data[i - 1:i])  # the APPENDS
@@ -679,7 +674,7 @@ def _back(f: Any, plan: _Plan, tail: Callable[[], TailReader]) -> tuple[set[str]
         for a in range(0, fills, _FILL):
             yield _frame(OP.MEMOIZE * min(_FILL, fills - a))
         yield _frame(OP.POP + push_sink)
-        yield _frame(_read_frame(f, mine, k)[at - plan.frames[k]:])
+        yield _frame(_read_frame(f.fileno(), plan.frames, plan.size, k, at))
         yield from _frames(f, mine, k + 1, len(plan.frames), watch, start)
 
     u = _StreamUnpickler(_Feed(pieces()), pids, plan.size)

@@ -62,7 +62,7 @@ def stream_profile(path: str | Path, tinygrad_version: str | None = None, min_by
 
     try:
         classes, part = streaming.stream(path, consume, tail=partial(_Reader, str(path), tail=True),
-                                       min_front=LEAF_EVENTS)  # the front has the events the release is told by
+                                         min_front=LEAF_EVENTS)  # the front has the events the release is told by
         if part is not None:
             reader.merge(part)
     except (streaming.StreamAbort, *_LAYOUT_ERRORS):  # the whole-file load decides (and words any error)
