@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from vizexport import load_profile
-from vizexport.perfetto import proto, write_trace
+from vizexport.perfetto import proto, wire, write_trace
 from vizexport.records import GraphBatch, Key, Profile, Release, Span
 from vizexport.timeline import Role, Timeline
 from vizexport.tinygrad.timeline import _lanes, _nested, build_timeline
@@ -266,11 +266,11 @@ def test_host_spans_prepared_in_a_forked_process_give_the_same_timeline(monkeypa
 
 def test_hand_written_field_numbers_are_perfetto_s():
     """The encoder's named field numbers and enum values are those of the official schema (perfetto_trace_pb2)."""
-    messages = {proto.Trace: pb.Trace, proto.TracePacket: pb.TracePacket, proto.TracePacketDefaults:
-                pb.TracePacketDefaults, proto.TrackEventDefaults: pb.TrackEventDefaults, proto.ClockSnapshot:
-                pb.ClockSnapshot, proto.Clock: pb.ClockSnapshot.Clock, proto.TrackDescriptor: pb.TrackDescriptor,
-                proto.CounterDescriptor: pb.CounterDescriptor, proto.TrackEvent: pb.TrackEvent, proto.InternedData:
-                pb.InternedData, proto.EventName: pb.EventName, proto.DebugAnnotation: pb.DebugAnnotation}
+    messages = {wire.Trace: pb.Trace, wire.TracePacket: pb.TracePacket, wire.TracePacketDefaults:
+                pb.TracePacketDefaults, wire.TrackEventDefaults: pb.TrackEventDefaults, wire.ClockSnapshot:
+                pb.ClockSnapshot, wire.Clock: pb.ClockSnapshot.Clock, wire.TrackDescriptor: pb.TrackDescriptor,
+                wire.CounterDescriptor: pb.CounterDescriptor, wire.TrackEvent: pb.TrackEvent, wire.InternedData:
+                pb.InternedData, wire.EventName: pb.EventName, wire.DebugAnnotation: pb.DebugAnnotation}
     checked = 0
     for ours, theirs in messages.items():
         for name, value in vars(ours).items():
@@ -280,5 +280,5 @@ def test_hand_written_field_numbers_are_perfetto_s():
                 assert value == official, f"{ours.__name__}.{name}"
                 checked += 1
     for same in (pb.DebugAnnotationName, pb.InternedString):  # interned with EventName's layout
-        assert [f.number for f in same.DESCRIPTOR.fields] == [proto.EventName.IID, proto.EventName.NAME]
-    assert proto.CLOCK_BOOTTIME == pb.BUILTIN_CLOCK_BOOTTIME and checked >= 40
+        assert [f.number for f in same.DESCRIPTOR.fields] == [wire.EventName.IID, wire.EventName.NAME]
+    assert wire.CLOCK_BOOTTIME == pb.BUILTIN_CLOCK_BOOTTIME and checked >= 40

@@ -33,9 +33,10 @@ from .perfetto import write_trace
 from .perfetto.split import Split, write_split
 from .records import Profile, RewriteLog, StepGraphs
 from .site import build_site as write_site
-from .sqtt import Launch, load_launches
+from .sqtt import Launch, launch_counters, launch_figures, load_launches
 from .sqtt.listings import program_listings
-from .summary import Summary, summarize
+from .summary import Summary
+from .summary import summarize as _summarize
 from .timeline import Timeline
 from .tinygrad import load_any, load_profile, load_rewrites
 from .tinygrad.replay import step_graphs
@@ -51,6 +52,14 @@ def decode_launches(prof: Profile) -> list[Launch]:
     """The profile's AMD SQTT/PMC captures grouped per kernel launch and decoded (once: the timeline and the
     summary share them)."""
     return load_launches(prof) if prof.captures else []
+
+
+def summarize(x: Profile | RewriteLog, launches: list[Launch] | None = None) -> Summary:
+    """The figures of a profile (its SQTT/PMC launches decoded here unless given) or of a rewrites trace."""
+    if isinstance(x, RewriteLog) or not x.captures:
+        return _summarize(x)
+    launches = load_launches(x, disasm=False) if launches is None else launches
+    return _summarize(x, launch_counters(x, launches), launch_figures(launches))
 
 
 def build_timeline(prof: Profile, rewrites: RewriteLog | None = None, launches: list[Launch] | None = None

@@ -16,7 +16,8 @@ from typing import Any, NoReturn
 
 from tqdm import tqdm
 
-from . import __version__, api
+from . import api
+from ._version import __version__
 from .analysis import tables
 from .analysis.stats import ALPHA, MIN_EFFECT
 from .errors import InputError

@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .records import OPTIONAL, Profile, Release, RewriteLog
-from .sqtt import Launch, launch_counters, load_launches
 
 
 @dataclass
@@ -64,20 +63,17 @@ class RewritesSummary:
 Summary = ProfileSummary | RewritesSummary
 
 
-def summarize(x: Profile | RewriteLog, launches: list[Launch] | None = None) -> Summary:
-    """The figures of a profile (SQTT/PMC launches decoded here unless given) or of a rewrites trace."""
+def summarize(x: Profile | RewriteLog, pmc: list[dict[str, Any]] | None = None, sqtt: list[SQTTLaunch] | None = None
+              ) -> Summary:
+    """The figures of a profile or of a rewrites trace. A profile's SQTT/PMC rows come from its reader, decoded
+    (api.summarize): the model decodes nothing."""
     if isinstance(x, RewriteLog):
         rws = [r for c in x.contexts for r in c.rewrites]
         return RewritesSummary(x.path, ReleaseInfo.of(x.release), len(x.contexts), len(rws),
                                sum(m.after is not None for r in rws for m in r.matches),
                                sum(len(r.matches) for r in rws), len(x.uops))
-    out = ProfileSummary(x.path, ReleaseInfo.of(x.release), x.n_events, event_counts(x), time_span(x),
-                         memory_peaks(x), x.unknown)
-    if x.captures:
-        launches = load_launches(x, disasm=False) if launches is None else launches
-        out.pmc = launch_counters(x, launches)
-        out.sqtt = sqtt_launches(launches)
-    return out
+    return ProfileSummary(x.path, ReleaseInfo.of(x.release), x.n_events, event_counts(x), time_span(x),
+                          memory_peaks(x), x.unknown, pmc, sqtt)
 
 
 def memory_peaks(p: Profile) -> dict[str, int]:
@@ -107,13 +103,3 @@ def event_counts(p: Profile) -> dict[str, dict[str, int]]:
 def time_span(p: Profile) -> list[int] | None:
     ts = [t for s in p.spans for t in (s.st, s.en) if t is not None] + [pt.ts for pt in p.points]
     return [min(ts), max(ts)] if ts else None
-
-
-def sqtt_launches(launches: list[Launch]) -> list[SQTTLaunch]:
-    rows = []
-    for la in launches:
-        waves = [w for b in la.blobs for w in b.waves]
-        if la.blobs:
-            rows.append(SQTTLaunch(la.device, la.name, la.run, len(la.blobs), len(waves),
-                                   sum(w.traced for w in waves), sum(len(w.issues) for w in waves)))
-    return rows

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from .. import __version__
+from .._version import __version__
 from ..errors import InputError
 from ..forks import default_jobs, forked_map
 from ..gcpause import gc_paused

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..timeline import Frame, Timeline
-from .proto import (
+from .wire import (
     CLOCK_BOOTTIME,
     SEQ_NEEDS,
     TIMESTAMP_TAG,

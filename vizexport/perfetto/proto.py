@@ -26,90 +26,37 @@ import numpy as np
 from ..forks import forked_map
 from ..output import Progress
 from ..timeline import META_NAME, Timeline, Track, slice_events
-
-_BYTES = [bytes((i,)) for i in range(128)]  # one-byte varints: most ids and lengths
-WIRE_VARINT, WIRE_FIXED64, WIRE_LEN = 0, 1, 2
-
-
-# Field numbers of the messages written here, named as in perfetto_trace.proto (tests compare each with the
-# official perfetto_trace_pb2), and the enum values used.
-class Trace:
-    PACKET = 1
-
-
-class TracePacket:
-    CLOCK_SNAPSHOT, TIMESTAMP, TRUSTED_PACKET_SEQUENCE_ID, TRACK_EVENT, INTERNED_DATA = 6, 8, 10, 11, 12
-    CHROME_EVENTS, TRACE_CONFIG, TRACE_UUID = 5, 33, 89
-    SEQUENCE_FLAGS, COMPRESSED_PACKETS, TIMESTAMP_CLOCK_ID, TRACE_PACKET_DEFAULTS, TRACK_DESCRIPTOR = 13, 50, 58, 59, 60
-    SEQ_INCREMENTAL_STATE_CLEARED, SEQ_NEEDS_INCREMENTAL_STATE = 1, 2  # SequenceFlags
-
-
-class TracePacketDefaults:
-    TRACK_EVENT_DEFAULTS, TIMESTAMP_CLOCK_ID = 11, 58
-
-
-class TrackEventDefaults:
-    TRACK_UUID = 11
-
-
-class TraceUuid:
-    MSB, LSB = 1, 2
-
-
-class TraceConfig:
-    UNIQUE_SESSION_NAME = 22
-
-
-class ChromeEventBundle:
-    METADATA = 2
-
-
-class ChromeMetadata:
-    NAME, STRING_VALUE = 1, 2
-
-
-class ClockSnapshot:  # not written (see above); kept named for readers of older outputs
-    CLOCKS = 1
-
-
-class Clock:  # ClockSnapshot.Clock
-    CLOCK_ID, TIMESTAMP, IS_INCREMENTAL = 1, 2, 3
-
-
-class TrackDescriptor:
-    UUID, NAME, PARENT_UUID, COUNTER, CHILD_ORDERING, SIBLING_ORDER_RANK, DESCRIPTION = 1, 2, 5, 8, 11, 12, 14
-    EXPLICIT = 3  # ChildTracksOrdering
-
-
-class CounterDescriptor:
-    UNIT, UNIT_NAME = 3, 6
-    UNIT_SIZE_BYTES = 3  # Unit
-
-
-class TrackEvent:
-    DEBUG_ANNOTATIONS, TYPE, NAME_IID, COUNTER_VALUE, FLOW_IDS, TERMINATING_FLOW_IDS = 4, 9, 10, 30, 47, 48
-    TYPE_SLICE_BEGIN, TYPE_SLICE_END, TYPE_INSTANT, TYPE_COUNTER = 1, 2, 3, 4  # Type
-
-
-class InternedData:
-    EVENT_NAMES, DEBUG_ANNOTATION_NAMES, DEBUG_ANNOTATION_STRING_VALUES = 2, 3, 29
-
-
-class EventName:  # also DebugAnnotationName and InternedString (iid, name/str)
-    IID, NAME = 1, 2
-
-
-class DebugAnnotation:
-    NAME_IID, BOOL_VALUE, INT_VALUE, DOUBLE_VALUE, STRING_VALUE, DICT_ENTRIES, ARRAY_VALUES = 1, 2, 4, 5, 6, 11, 12
-    STRING_VALUE_IID = 17
-
+from .callstacks import samples
+from .wire import (
+    CLOCK_BOOTTIME,
+    SEQ_NEEDS,
+    WIRE_FIXED64,
+    WIRE_VARINT,
+    ChromeEventBundle,
+    ChromeMetadata,
+    CounterDescriptor,
+    DebugAnnotation,
+    EventName,
+    InternedData,
+    Trace,
+    TraceConfig,
+    TracePacket,
+    TracePacketDefaults,
+    TraceUuid,
+    TrackDescriptor,
+    TrackEvent,
+    TrackEventDefaults,
+    field,
+    joined,
+    packets,
+    sfield,
+    stamped,
+    varint,
+    vfield,
+)
 
 _INT_VALUE = bytes((DebugAnnotation.INT_VALUE << 3 | WIRE_VARINT,))
 
-CLOCK_BOOTTIME = 6  # BuiltinClocks.BOOTTIME
-SEQ_NEEDS = TracePacket.SEQ_NEEDS_INCREMENTAL_STATE
-PACKET_TAG = bytes((Trace.PACKET << 3 | WIRE_LEN,))
-TIMESTAMP_TAG = bytes((TracePacket.TIMESTAMP << 3 | WIRE_VARINT,))
 CHUNK = 480 * 1024  # raw bytes per compressed_packets wrapper (the wrapper must stay under 512 KB)
 # deflate level 1: a 5M-event profile's 260 MB of packets deflate in 1.5 s of CPU to 72.8 MB; level 6 took 4.4 s for
 # 65.5 MB (absolute timestamps compress poorly whatever the level)
@@ -119,38 +66,8 @@ SEGMENT = 200_000  # events per sequence of a big track (the unit of parallel en
 PARALLEL_MIN = 300_000  # events below which forking workers costs more than it saves
 
 
-def varint(n: int) -> bytes:
-    if 0 <= n < 128:
-        return _BYTES[n]
-    if 0 < n < 1 << 21:  # most of the rest (lengths, ids, ns latencies): no loop
-        return bytes((n & 0x7F | 0x80, n >> 7)) if n < 1 << 14 else \
-            bytes((n & 0x7F | 0x80, n >> 7 & 0x7F | 0x80, n >> 14))
-    if n < 0:
-        n += 1 << 64
-    out = bytearray()
-    while n > 127:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 # fixed64 tags of a TrackEvent's flow ids (a packet tail writes them after these, 8 little-endian bytes each)
 _FLOW_OUT, _FLOW_IN = (varint(n << 3 | WIRE_FIXED64) for n in (TrackEvent.FLOW_IDS, TrackEvent.TERMINATING_FLOW_IDS))
-
-
-def field(num: int, payload: bytes) -> bytes:
-    """A length-delimited field."""
-    n = len(payload)
-    return varint(num << 3 | WIRE_LEN) + (_BYTES[n] if n < 128 else varint(n)) + payload
-
-
-def vfield(num: int, value: int) -> bytes:
-    return varint(num << 3 | WIRE_VARINT) + varint(value)
-
-
-def sfield(num: int, s: str) -> bytes:
-    return field(num, s.encode())
 
 
 def descriptor(t: Track, has_children: bool, top: int = 0) -> bytes:
@@ -355,60 +272,6 @@ def _counters(seq: _Sequence, t: Track, start: int, end: int) -> tuple[bytes, np
     return packets(stamped(_column(t.ts)[start:end]), inverse.ravel(), tails)
 
 
-def varint_sizes(v: np.ndarray) -> np.ndarray:
-    """Bytes of each (non-negative) value's varint."""
-    return 1 + sum((v >= 1 << (7 * k)).astype(np.int64) for k in range(1, 9))
-
-
-def _put_varints(out: np.ndarray, at: np.ndarray, v: np.ndarray, sizes: np.ndarray) -> None:
-    for k in range(int(sizes.max(initial=0))):
-        m = sizes > k
-        out[at[m] + k] = ((v[m] >> (7 * k)) & 0x7F) | np.where(sizes[m] > k + 1, 0x80, 0)
-
-
-def joined(runs: list[bytes | tuple[bytes, np.ndarray]]) -> tuple[bytes, np.ndarray]:
-    """Runs of packets (bytes, and where each packet ends; or one whole packet) as one run."""
-    runs = [(r, np.array([len(r)])) if isinstance(r, bytes) else r for r in runs]
-    starts = np.cumsum([0] + [len(data) for data, _ in runs])
-    ends = [e + at for (_, e), at in zip(runs, starts[:-1], strict=True)]
-    return b"".join(data for data, _ in runs), np.concatenate(ends) if ends else np.zeros(0, np.int64)
-
-
-def stamped(time: np.ndarray) -> list[tuple[bytes, np.ndarray]]:
-    """Packets' timestamp field (uint64 on the wire: the host clock never goes below 0)."""
-    return [(TIMESTAMP_TAG, np.maximum(time, 0))]
-
-
-def packets(fields: list[tuple[bytes, np.ndarray]], tail_ids: np.ndarray, tails: list[bytes]
-             ) -> tuple[bytes, np.ndarray]:
-    """Frame packet k as Trace.packet{each varint field: tag, values[k]; then tails[tail_ids[k]]}, column-wise
-    (values are non-negative); returns the bytes and where each packet ends."""
-    sizes = np.array([len(x) for x in tails], np.int64)
-    tail_size = sizes[tail_ids]
-    value_sizes = [varint_sizes(v) for _, v in fields]
-    body = tail_size + sum(len(tag) + size for (tag, _), size in zip(fields, value_sizes, strict=True))
-    body_size = varint_sizes(body)
-    ends = np.cumsum(1 + body_size + body)
-    at = ends - body - body_size - 1
-    out = np.empty(int(ends[-1]) if len(ends) else 0, np.uint8)
-    out[at] = PACKET_TAG[0]
-    _put_varints(out, at + 1, body, body_size)
-    at = at + 1 + body_size
-    for (tag, values), size in zip(fields, value_sizes, strict=True):
-        for byte in tag:
-            out[at] = byte
-            at = at + 1
-        _put_varints(out, at, values, size)
-        at = at + size
-    # every tail byte: from its place in the joined tails to its place in the packet
-    offsets = (np.cumsum(sizes) - sizes)[tail_ids]
-    run = np.cumsum(tail_size) - tail_size
-    step = np.arange(int(tail_size.sum()))
-    out[np.repeat(ends - tail_size - run, tail_size) + step] = \
-        np.frombuffer(b"".join(tails), np.uint8)[np.repeat(offsets - run, tail_size) + step]
-    return out.tobytes(), ends
-
-
 def _event(seq: _Sequence, name: int, instant: bool, args: dict | None) -> bytes:
     """TrackEvent fields: type, interned name, debug annotations."""
     TE = TrackEvent
@@ -521,6 +384,5 @@ def _encode_part(tl: Timeline, work: list[tuple[int, int, int, int]], compress: 
     """Part k of the trace after its descriptors: segment work[k], or (k = -1) the callstack samples."""
     if k >= 0:
         return k, _encode(tl, work[k], compress)
-    from .callstacks import samples  # it builds on this module's encoders
     data, ends = samples(tl, 2 + len(work))  # sequences after the tracks' ones
     return k, _framed(data, ends, compress)

@@ -11,7 +11,7 @@ from typing import Any
 
 import jinja2
 
-from .. import __version__
+from .._version import __version__
 from ..analysis.diff import Diff
 from ..analysis.report import Report
 from ..errors import InputError

@@ -17,7 +17,7 @@ from typing import Any
 
 import jinja2
 
-from .. import __version__
+from .._version import __version__
 from ..analysis import Kernel, ProgramIndex, top_kernels
 from ..analysis.diff import Diff
 from ..analysis.launches import labels

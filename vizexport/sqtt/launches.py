@@ -17,6 +17,7 @@ from typing import Any
 
 from ..devices import device_root, is_copy
 from ..records import Capture, Profile, Program, Span
+from ..summary import SQTTLaunch
 from .code import CodeObject, Instruction, arch_of_target, disassemble, read_code_object, target_name
 from .decode import arch_of_layout, decode
 from .pcmap import walk_pcs
@@ -157,3 +158,14 @@ def decode_blob(c: Capture, la: Launch, strict: bool = True) -> BlobTrace:
 def load_launches(prof: Profile, root: str | None = None, strict: bool = True, disasm: bool = True) -> list[Launch]:
     """find_launches + decode_launch for each."""
     return [decode_launch(la, strict, disasm) for la in find_launches(prof, root)]
+
+
+def launch_figures(launches: list[Launch]) -> list[SQTTLaunch]:
+    """The summary's row of each launch with SQTT blobs: shader engines, waves, traced waves, instruction issues."""
+    rows = []
+    for la in launches:
+        waves = [w for b in la.blobs for w in b.waves]
+        if la.blobs:
+            rows.append(SQTTLaunch(la.device, la.name, la.run, len(la.blobs), len(waves),
+                                   sum(w.traced for w in waves), sum(len(w.issues) for w in waves)))
+    return rows
