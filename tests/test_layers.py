@@ -1,0 +1,130 @@
+"""The layers hold by construction (README "How it is built"): no import cycle anywhere in the package, the model
+loads without any reader, writer or heavy dependency, and the package face is lazy. The layer contracts themselves
+are pyproject.toml's [tool.importlinter], checked by `lint-imports` in CI."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import grimp
+import pytest
+
+import vizexport
+
+from .conftest import ROOT
+
+HEAVY = ("jinja2", "matplotlib", "graphviz", "pygments", "elftools", "scipy", "google.protobuf", "perfetto", "tqdm")
+READERS = ("vizexport.pickles", "vizexport.tinygrad", "vizexport.sqtt", "vizexport.pma")
+WRITERS = ("vizexport.perfetto", "vizexport.graphs", "vizexport.site", "vizexport.report", "vizexport.info",
+           "vizexport.analysis", "vizexport.api", "vizexport.cli")
+MODEL = ("records", "timeline", "summary", "windows", "devices", "units", "walks", "errors", "output", "forks",
+         "gcpause", "limits")
+
+
+def _cycles(graph: grimp.ImportGraph) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out = []
+    for root in sorted(graph.modules):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.find_modules_directly_imported_by(root))))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        while work:
+            v, children = work[-1]
+            w = next(children, None)
+            if w is None:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
+                if low[v] == index[v]:
+                    comp = stack[stack.index(v):]
+                    del stack[stack.index(v):]
+                    if len(comp) > 1:
+                        out.append(sorted(comp))
+            elif w not in index:
+                index[w] = low[w] = len(index)
+                stack.append(w)
+                work.append((w, iter(sorted(graph.find_modules_directly_imported_by(w)))))
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+    return out
+
+
+def test_cycle_finder_finds_a_cycle():
+    g = grimp.ImportGraph()
+    for m in ("p", "p.a", "p.b", "p.c", "p.d"):
+        g.add_module(m)
+    for a, b in (("p.a", "p.b"), ("p.b", "p.c"), ("p.c", "p.a"), ("p.c", "p.d")):
+        g.add_import(importer=a, imported=b)
+    assert _cycles(g) == [["p.a", "p.b", "p.c"]]
+
+
+def test_no_import_cycle_anywhere():
+    """Every import, at module level or inside a function (grimp reads both): a cycle may only work by line order."""
+    graph = grimp.build_graph("vizexport")
+    assert len(graph.modules) > 80
+    assert _cycles(graph) == []
+
+
+def _loaded(*statements: str) -> list[str]:
+    """The modules a fresh interpreter holds after the statements."""
+    code = "; ".join([*statements, "import sys, json", "print(json.dumps(sorted(sys.modules)))"])
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    return json.loads(out.stdout)
+
+
+def _ours(mods: list[str]) -> set[str]:
+    return {m for m in mods if m == "vizexport" or m.startswith("vizexport.")}
+
+
+def _heavy(mods: list[str]) -> set[str]:
+    return {m for m in mods for h in HEAVY if m == h or m.startswith(h + ".")}
+
+
+@pytest.mark.parametrize(("module", "expected"), [
+    ("vizexport", {"vizexport", "vizexport._version"}),
+    ("vizexport.timeline", {"vizexport", "vizexport._version", "vizexport.timeline"}),
+    ("vizexport.records", {"vizexport", "vizexport._version", "vizexport.records"}),
+])
+def test_model_imports_alone(module: str, expected: set[str]):
+    mods = _loaded(f"import {module}")
+    assert _ours(mods) == expected
+    assert _heavy(mods) == set()
+
+
+def test_whole_model_loads_no_reader_writer_or_heavy_dependency():
+    mods = _loaded(*(f"import vizexport.{m}" for m in MODEL))
+    assert {f"vizexport.{m}" for m in MODEL} <= _ours(mods)
+    assert {m for m in _ours(mods) if m.startswith(READERS + WRITERS)} == set()
+    assert _heavy(mods) == set()
+
+
+def test_face_loads_a_name_s_module_on_first_use():
+    mods = _loaded("import vizexport", "vizexport.Timeline", "from vizexport import InputError")
+    assert _ours(mods) == {"vizexport", "vizexport._version", "vizexport.timeline", "vizexport.errors"}
+    mods = _loaded("import vizexport", "vizexport.load_profile")
+    assert {"vizexport.api", "vizexport.tinygrad", "vizexport.perfetto"} <= _ours(mods)
+
+
+def test_face_names():
+    assert set(vizexport.__all__) <= set(dir(vizexport))
+    assert vizexport.summarize is vizexport.api.summarize and vizexport.Profile is vizexport.records.Profile
+    with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
+        vizexport.nothing_here  # noqa: B018
+    star: dict = {}
+    exec("from vizexport import *", star)
+    assert set(star) - {"__builtins__"} == set(vizexport.__all__)
+
+
+def test_version_has_one_home():
+    """Writers stamp the version from the leaf; pyproject.toml reads it from there (no second copy)."""
+    from vizexport._version import __version__
+    assert vizexport.__version__ == __version__ and __version__.count(".") == 2
+    text = (ROOT / "pyproject.toml").read_text()
+    assert 'dynamic = ["version"]' in text and 'attr = "vizexport._version.__version__"' in text
+    assert f'"{__version__}"' not in text
