@@ -134,11 +134,11 @@ def build_site(outdir: Path | str, profile: Profile | None = None, rewrites: Rew
     rewrite context, where every step of every rewrite is laid out in the browser. With rewrites alone, the folder
     is also the SVG step export (render_rewrites, which needs Graphviz's `dot`). `timeline` and `summary` reuse ones
     already built from `profile`. `atomic`: built beside `outdir`, which it replaces once complete (an existing
-    `outdir` must be empty or an earlier output). `render_options` go to graphs.render_rewrites (ctx, rewrite,
-    steps, max_nodes, jobs, …); the site's step viewer uses max_nodes and jobs; `window_events` (None: never) splits
-    a bigger trace into an overview and windows. With a profile the site has a run report (report.html;
-    `peak_gflops`, `peak_gbs` for achieved vs peak), and with a `baseline` profile (and its rewrites) a diff from that
-    run to this one (diff.html)."""
+    `outdir` must be empty or an earlier stamped output: output.check_folder). `render_options` go to
+    graphs.render_rewrites (ctx, rewrite, steps, max_nodes, jobs, …); the site's step viewer uses max_nodes and
+    jobs; `window_events` (None: never) splits a bigger trace into an overview and windows. With a profile the
+    site has a run report (report.html; `peak_gflops`, `peak_gbs` for achieved vs peak), and with a `baseline`
+    profile (and its rewrites) a diff from that run to this one (diff.html)."""
     answers = {"baseline": baseline, "baseline_rewrites": baseline_rewrites, "peak_gflops": peak_gflops,
                "peak_gbs": peak_gbs}
     outdir = Path(outdir)

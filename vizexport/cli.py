@@ -27,7 +27,7 @@ from .graphs import DotMissing, show
 from .graphs.export import POLICIES
 from .info import as_json, as_text
 from .limits import GIB, limit_memory, memory_budget
-from .output import Progress, atomic_folder, write_atomic
+from .output import Progress, atomic_folder, check_folder, clean_stale, write_atomic
 from .perfetto import FLAVORS, FORMATS, writer_for
 from .perfetto.split import read_index, windows_folder
 from .pickles import brief
@@ -240,6 +240,7 @@ def convert(inputs: Sequence[Path], output: Path, version: str | None = None, co
     if flavor is not None and found is not None and flavor not in found[0].flavors:
         raise InputError(f"{output}: --flavor {flavor} writes Chrome JSON (name a .json or .json.gz output)")
     t0 = time.perf_counter()
+    clean_stale(output)  # a killed run's temporary trace
     with gc_paused():  # millions of acyclic objects: see gcpause
         prof, log = load_inputs(inputs, version)
         tl = api.build_timeline(prof, log)
@@ -286,6 +287,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
     if is_folder(args.output):
         if args.flavor:
             raise InputError(f"{args.output}: --flavor {args.flavor} is for a .json or .json.gz trace, not a folder")
+        check_folder(Path(args.output))  # before the inputs are read: a folder we may not replace ends the run
         opts = {"ctx": args.ctx, "rewrite": args.rewrite, "all_steps": args.all_steps, "max_nodes": args.max_nodes,
                 "jobs": args.jobs, "steps": args.steps, "window_events": None if args.no_split else args.window_events,
                 "baseline": args.baseline, "baseline_rewrites": args.baseline_rewrites, "peak_gflops": args.peak_gflops,
@@ -439,6 +441,7 @@ def sample_files() -> list[Path]:
 def cmd_demo(args: argparse.Namespace) -> int:
     """Everything on the bundled sample, each input read and decoded once."""
     t0 = time.perf_counter()
+    check_folder(args.output)
     with gc_paused():
         prof, log = load_inputs(sample_files(), args.tinygrad_version)
         launches = api.decode_launches(prof)

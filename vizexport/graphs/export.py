@@ -19,7 +19,7 @@ from .._version import __version__
 from ..errors import InputError
 from ..forks import default_jobs, forked_map
 from ..gcpause import gc_paused
-from ..output import Progress, remove_leftovers, slug, write_atomic
+from ..output import STAMP, Progress, remove_leftovers, slug, write_atomic
 from ..records import GraphStep, Match, Rewrite, RewriteSteps, StepGraphs, StepNodes
 from .diff import match_diff
 from .dot import Drawer, Drawn
@@ -42,6 +42,10 @@ STEP_LIMIT = 50  # rewrites with at most this many matches get every step by def
 POLICIES = ("default", "ends", "all")
 BATCH_NODES = 1200  # graphs are laid out several to one dot process, up to this many nodes in all
 BATCH_SIZE = 32
+# names the export's folder has for its own files, and a site built in the same folder (rewrites alone) for its
+# own: a context's folder never takes one (tests/test_outputs.py checks the site's against this list)
+TAKEN = ("manifest.json", STAMP, "index.html", "static", "ctx", "kernel", "packs", "rewrites", "info.json",
+         "report.html", "diff.html", "trace.pftrace", "trace.windows", "trace.json.gz")
 
 
 @dataclass(frozen=True)
@@ -105,9 +109,10 @@ def render_rewrites(graphs: StepGraphs, outdir: Path | str, ctx: str | None = No
 
 # ---- selection and naming ----
 
-def unique_slugs(names: list[str]) -> list[str]:
-    """Slugs, made unique (ignoring case, for case-insensitive file systems) with -2, -3, … suffixes."""
-    seen: set[str] = set()
+def unique_slugs(names: list[str], taken: tuple[str, ...] = TAKEN) -> list[str]:
+    """Slugs, made unique (ignoring case, for case-insensitive file systems) and unlike the `taken` names with -2,
+    -3, … suffixes."""
+    seen = {t.lower() for t in taken}
     out = []
     for name in names:
         base = s = slug(name)
