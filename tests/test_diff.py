@@ -14,6 +14,7 @@ import vizexport
 from vizexport.analysis.diff import BY_NAME, BY_PROGRAM, NEW, VANISHED
 from vizexport.analysis.launches import kernel_runs
 from vizexport.analysis.stats import FASTER, FEW, SLOWER, UNCHANGED, reachable
+from vizexport.text import markdown
 
 from .answers import unpack
 from .conftest import ROOT, run_cli
@@ -114,7 +115,7 @@ def test_outputs_for_a_pull_request(train: dict, tmp_path: Path):
     md = (tmp_path / "d.md").read_text()
     assert md.startswith("## Diff: ") and "1 slower, 2 unchanged, 39 too few launches" in md
     significant = md.split("### Significant changes")[1].split("<details>")[0]
-    (row,) = [line for line in significant.splitlines() if line.startswith(f"| {k.label()} ")]
+    (row,) = [line for line in significant.splitlines() if line.startswith(f"| {markdown(k.label())} ")]
     assert "| +100.0% |" in row and row.endswith("| slower |")
     assert "Mann–Whitney U" in md and "bootstrap" in md
     page = (tmp_path / "d.html").read_text()

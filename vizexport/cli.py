@@ -37,6 +37,7 @@ from .report.diff_sections import verdict_counts
 from .report.run_sections import headline
 from .site import warm_plots
 from .site.serve import run_trace_processor, serve
+from .text import MESSAGE_CHARS, json_text, lines, shown
 from .tinygrad.releases import RELEASES
 from .windows import WINDOW_EVENTS
 
@@ -187,6 +188,11 @@ def _answers(sub: argparse._SubParsersAction) -> None:
     _common(dif)
 
 
+def say(text: str, to_stderr: bool = False) -> None:
+    """Print a line of ours that may quote names or paths: safe for a terminal or a CI log (text.lines)."""
+    print(lines(text), file=sys.stderr if to_stderr else sys.stdout)
+
+
 def load_inputs(paths: Sequence[Path], version: str | None, need_profile: bool = True
                 ) -> tuple[Profile | None, RewriteLog | None]:
     """At most one profile and at most one rewrites trace, told apart by content."""
@@ -253,8 +259,8 @@ def convert(inputs: Sequence[Path], output: Path, version: str | None = None, co
             else:
                 size, what = api.write_trace(tl, output, compress=compress, progress=progress, flavor=flavor), ""
     if not quiet:
-        print(f"wrote {output}{': ' + what if what else ''}: {n:,} events on {len(tl.tracks)} tracks, {size:,} bytes "
-              f"({size / max(prof.n_events, 1):.1f} B/profile event) in {time.perf_counter() - t0:.2f} s")
+        say(f"wrote {output}{': ' + what if what else ''}: {n:,} events on {len(tl.tracks)} tracks, {size:,} bytes "
+            f"({size / max(prof.n_events, 1):.1f} B/profile event) in {time.perf_counter() - t0:.2f} s")
     return 0
 
 
@@ -277,7 +283,7 @@ def export_folder(inputs: Sequence[Path], outdir: Path, version: str | None = No
             index = api.build_site(outdir, prof, log, progress=progress, **render_opts)
     finally:
         discard_prepared()  # a rewrites trace alone has no report
-    print(f"wrote {index} in {time.perf_counter() - t0:.2f} s")
+    say(f"wrote {index} in {time.perf_counter() - t0:.2f} s")
     return index
 
 
@@ -357,7 +363,7 @@ def cmd_top(args: argparse.Namespace) -> int:
         table = api.kernel_table(prof, log, tuple(args.between) if args.between else None, args.device)
     if args.device and not table.device_ns and args.device not in table.devices:
         raise InputError(f"{prof.path}: no launches on device {args.device!r} (devices: "
-                         f"{', '.join(table.devices) or 'none'})")
+                         f"{', '.join(map(shown, table.devices)) or 'none'})")
     if args.json or args.csv:
         print((tables.as_json if args.json else tables.as_csv)(table, args.n), end="" if args.csv else "\n")
     else:
@@ -372,7 +378,7 @@ def cmd_show(args: argparse.Namespace) -> int:
             raise InputError(f"{args.rewrites}: a profile, not a rewrites trace (show needs rewrites.pkl)")
         view = api.show_rewrites(log, args.ctx, args.rewrite)
     if args.json:
-        print(json.dumps(view, indent=1, ensure_ascii=False))
+        print(json_text(json.dumps(view, indent=1, ensure_ascii=False)))
     else:
         print((show.context_text if args.rewrite is None else show.rewrite_text)(view, use_color()))
     return 0
@@ -406,7 +412,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         sys.stdout.write(report_text(r))
         return 0
     write_report(r, args.output)
-    print(f"wrote {args.output}: {headline(r)}")
+    say(f"wrote {args.output}: {headline(r)}")
     return 0
 
 
@@ -422,13 +428,13 @@ def cmd_diff(args: argparse.Namespace) -> int:
         sys.stdout.write(diff_text(d))
     else:
         write_diff(d, args.output)
-        print(f"wrote {args.output}: {verdict_counts(d)}")
+        say(f"wrote {args.output}: {verdict_counts(d)}")
     if args.fail_if_slower is not None:
         slow = d.slowdowns(args.fail_if_slower)
         if slow:
-            names = ", ".join(f"{k.label} on {k.device} ({(k.ratio - 1) * 100:+.1f}%)" for k in slow)
-            print(f"vizexport: {len(slow)} kernel(s) significantly slower by more than {args.fail_if_slower:g}%: "
-                  f"{names}", file=sys.stderr)
+            names = ", ".join(f"{shown(k.label)} on {shown(k.device)} ({(k.ratio - 1) * 100:+.1f}%)" for k in slow)
+            say(f"vizexport: {len(slow)} kernel(s) significantly slower by more than {args.fail_if_slower:g}%: "
+                f"{names}", to_stderr=True)
             return EXIT_SLOWER
     return 0
 
@@ -453,13 +459,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
         api.write_trace(tl, tmp / "trace.json.gz")
         write_atomic(tmp / "info.json", as_json(summaries).encode())
     index = args.output / "index.html"
-    print(f"wrote {index}, trace.json.gz and info.json in {time.perf_counter() - t0:.2f} s")
-    print(f"open {index} in a browser, or run: vizexport open {args.output / 'trace.pftrace'}")
+    say(f"wrote {index}, trace.json.gz and info.json in {time.perf_counter() - t0:.2f} s")
+    say(f"open {index} in a browser, or run: vizexport open {args.output / 'trace.pftrace'}")
     return 0
 
 
 def _warning_line(message: Warning | str, category: type, *_: object, **__: object) -> str:
-    return f"vizexport: warning: {message}\n"
+    """One line, whatever the warning quotes (a kernel's name, a glyph matplotlib has not)."""
+    return lines(f"vizexport: warning: {shown(str(message), MESSAGE_CHARS)}") + "\n"
 
 
 def inputs_of(args: argparse.Namespace) -> list[Path]:
@@ -471,7 +478,8 @@ def inputs_of(args: argparse.Namespace) -> list[Path]:
 
 
 def describe(e: BaseException, args: argparse.Namespace, limit: int | None) -> str:
-    """One line for a failure: the file it concerns and what went wrong."""
+    """One line for a failure: the file it concerns and what went wrong (main prints it as shown text: any name it
+    quotes cannot break the line)."""
     names = ", ".join(map(str, inputs_of(args)))
     if isinstance(e, InputError):
         return str(e)
@@ -514,7 +522,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as e:
         if args.debug:
             raise
-        print(f"vizexport: error: {describe(e, args, limit)}", file=sys.stderr)
+        say(f"vizexport: error: {shown(describe(e, args, limit), MESSAGE_CHARS)}", to_stderr=True)
         return 1
 
 

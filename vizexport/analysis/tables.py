@@ -9,6 +9,7 @@ import math
 from dataclasses import asdict
 
 from ..devices import natural
+from ..text import lines, shown
 from .top import KernelStats, KernelTable
 
 NAME_WIDTH = 38  # tinygrad's `viz.cli -t` pads "<device[:7]> <name>" to this many columns
@@ -37,23 +38,25 @@ def _rate(x: float | None) -> str:
 
 
 def as_text(table: KernelTable, n: int | None = None, color: bool = False) -> str:
-    """Rows of the `n` longest kernels (and one for the rest); `color`: ANSI codes, for a terminal."""
+    """Rows of the `n` longest kernels (and one for the rest); `color`: ANSI codes, for a terminal. Names are shown
+    text (text.shown) before they are padded and coloured."""
     bold, dim, cyan, reset = (BOLD, DIM, CYAN, RESET) if color else ("", "", "", "")
     rows, other = table.top(n)
-    dw = max([DEVICE_WIDTH, *(len(k.device) for k in rows)])
+    dw = max([DEVICE_WIDTH, *(len(shown(k.device)) for k in rows)])
     head = (f"{'device':{dw}} {'kernel':{NAME_WIDTH - DEVICE_WIDTH - 1}} {'total':>11} {'launches':>8} "
             f"{'share':>7} {'mean':>11} {'median':>11} {'p90':>11} {'min':>11} {'max':>11} {'GFLOPS':>9} {'GB/s':>9}"
             "  category")
-    lines = [_title(table), bold + head + reset]
+    out = [_title(table), bold + head + reset]
     for k in rows + ([other] if other is not None else []):
-        name = f"{dim}{k.device:{dw}}{reset} {k.label}"
-        pad = " " * max(0, NAME_WIDTH - DEVICE_WIDTH - 1 - len(k.label))
-        lines.append(f"{name}{pad} {time_text(k.total_ns)} {k.launches:8d} {k.share:6.2f}% {time_text(k.mean_ns)} "
-                     f"{time_text(k.median_ns)} {time_text(k.p90_ns)} {time_text(k.min_ns)} {time_text(k.max_ns)} "
-                     f"{_rate(k.gflops)} {_rate(k.gbs)}  {cyan + k.category + reset if k.category else ''}".rstrip())
+        label = shown(k.label)
+        name = f"{dim}{shown(k.device):{dw}}{reset} {label}"
+        pad = " " * max(0, NAME_WIDTH - DEVICE_WIDTH - 1 - len(label))
+        out.append(f"{name}{pad} {time_text(k.total_ns)} {k.launches:8d} {k.share:6.2f}% {time_text(k.mean_ns)} "
+                   f"{time_text(k.median_ns)} {time_text(k.p90_ns)} {time_text(k.min_ns)} {time_text(k.max_ns)} "
+                   f"{_rate(k.gflops)} {_rate(k.gbs)}  {cyan + k.category + reset if k.category else ''}".rstrip())
     for dev, ns in sorted(table.device_ns.items(), key=lambda x: natural(x[0])):
-        lines.append(f"{dim}{dev}: {time_text(ns, 0).strip()} busy{reset}")
-    return "\n".join(lines)
+        out.append(f"{dim}{shown(dev)}: {time_text(ns, 0).strip()} busy{reset}")
+    return lines("\n".join(out))
 
 
 def _title(table: KernelTable) -> str:

@@ -9,6 +9,7 @@ from typing import Any
 
 from ..errors import InputError
 from ..records import Rewrite, StepGraphs
+from ..text import MESSAGE_CHARS, lines, shown
 from .diff import match_diff, pretty
 from .manifest import short_path
 
@@ -79,36 +80,43 @@ def rewrite_view(graphs: StepGraphs, ctx: str, rewrite: str) -> dict[str, Any]:
             "final": pretty(nodes, rep.final, MAX_LINES) if rep.final is not None and len(rep.steps) > 1 else None}
 
 
+def _graph(printed: list[str]) -> list[str]:
+    """Lines of a printed graph (node labels hold the pickle's arguments) as shown text, each bounded."""
+    return [shown(line, MESSAGE_CHARS) for line in printed]
+
+
 def context_text(view: dict[str, Any], color: bool = False) -> str:
+    """Names and locations from the pickle are shown text (text.shown); the whole is safe for a terminal or CI log."""
     bold, dim, reset = (BOLD, DIM, RESET) if color else ("", "", "")
     rows = view["rewrites"]
-    lines = [f"{bold}context {view['context']}: {view['name']}{reset}  ({len(rows)} rewrites, "
-             f"{sum(r['matches'] for r in rows)} matches)"]
+    out = [f"{bold}context {view['context']}: {shown(view['name'])}{reset}  ({len(rows)} rewrites, "
+           f"{sum(r['matches'] for r in rows)} matches)"]
     for r in rows:
         count = f" - {r['matches']}" if r["matches"] else ""
-        where = f"  {dim}{r['loc']}{reset}" if r["loc"] else ""
-        lines.append(f"{r['index']:4d} {' ' * r['depth']}{r['name']}{count}{where}")
-    return "\n".join(lines)
+        where = f"  {dim}{shown(r['loc'])}{reset}" if r["loc"] else ""
+        out.append(f"{r['index']:4d} {' ' * r['depth']}{shown(r['name'])}{count}{where}")
+    return lines("\n".join(out))
 
 
 def rewrite_text(view: dict[str, Any], color: bool = False) -> str:
+    """As context_text: the rewrite's graphs and diffs line by line, names and arguments as shown text."""
     bold, dim, red, green, reset = (BOLD, DIM, RED, GREEN, RESET) if color else ("", "", "", "", "")
-    lines = [f"{bold}context {view['context']}: {view['context_name']} · rewrite {view['index']}: {view['name']}"
-             f"{reset}  ({view['matches']} matches{', bottom-up' if view['bottom_up'] else ''}"
-             f"{', ran at ' + view['loc'] if view['loc'] else ''})"]
+    out = [f"{bold}context {view['context']}: {shown(view['context_name'])} · rewrite {view['index']}: "
+           f"{shown(view['name'])}{reset}  ({view['matches']} matches{', bottom-up' if view['bottom_up'] else ''}"
+           f"{', ran at ' + shown(view['loc']) if view['loc'] else ''})"]
     if view["input"] is not None:
-        lines += ["", f"{bold}input graph{reset}", *view["input"]]
+        out += ["", f"{bold}input graph{reset}", *_graph(view["input"])]
     for s in view["steps"]:
         us = f"  {s['seconds'] * 1e6:.1f} µs" if s["seconds"] is not None else ""
-        lines += ["", f"{bold}match {s['step']}/{len(view['steps'])}{reset}  {s['loc'] or 'no pattern location'}"
-                      f"{dim}{us}{reset}"]
+        out += ["", f"{bold}match {s['step']}/{len(view['steps'])}{reset}  "
+                    f"{shown(s['loc'] or 'no pattern location')}{dim}{us}{reset}"]
         if s["error"]:
-            lines.append(f"{red}replay error: {s['error']}{reset}")
+            out.append(f"{red}replay error: {shown(s['error'], MESSAGE_CHARS)}{reset}")
         if "diff" in s and not s["diff"]:
-            lines.append(f"{dim}(no change within the first {MAX_LINES} lines of the matched subgraph){reset}")
-        for d in s.get("diff", ())[2:]:  # the ---/+++ header names nothing the match line does not
+            out.append(f"{dim}(no change within the first {MAX_LINES} lines of the matched subgraph){reset}")
+        for d in _graph(s.get("diff", ())[2:]):  # the ---/+++ header names nothing the match line does not
             c = red if d.startswith("-") else green if d.startswith("+") else dim if d.startswith("@@") else ""
-            lines.append(f"{c}{d}{reset}" if c else d)
+            out.append(f"{c}{d}{reset}" if c else d)
     if view["final"] is not None:
-        lines += ["", f"{bold}graph after {len(view['steps'])} matches{reset}", *view["final"]]
-    return "\n".join(lines)
+        out += ["", f"{bold}graph after {len(view['steps'])} matches{reset}", *_graph(view["final"])]
+    return lines("\n".join(out))

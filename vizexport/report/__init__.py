@@ -17,6 +17,7 @@ from ..analysis.report import Report
 from ..errors import InputError
 from ..output import write_atomic
 from ..records import to_json
+from ..text import html_value, shown
 from . import diff_sections, run_sections
 from .render import as_markdown, as_text
 from .tables import Section
@@ -82,10 +83,13 @@ def _write(path: Path, x: Report | Diff, title: str, headline: str, sections: li
 
 
 def environment(loader: jinja2.BaseLoader | None = None) -> jinja2.Environment:
-    """A Jinja environment that finds this package's templates (and, with `loader`, others first)."""
+    """A Jinja environment that finds this package's templates (and, with `loader`, others first). Every value a
+    page shows passes text.html_value (no control character) and then autoescape (HTML, attributes included)."""
     own = jinja2.PackageLoader("vizexport.report", "templates")
-    return jinja2.Environment(loader=jinja2.ChoiceLoader([loader, own]) if loader else own,
-                              autoescape=jinja2.select_autoescape(["html"]), keep_trailing_newline=True)
+    env = jinja2.Environment(loader=jinja2.ChoiceLoader([loader, own]) if loader else own, finalize=html_value,
+                             autoescape=jinja2.select_autoescape(["html"]), keep_trailing_newline=True)
+    env.filters["shown"] = shown  # a page's <title>: one bounded line
+    return env
 
 
 def standalone(title: str, kind: str, headline: str, sections: list[Section], plots: dict[str, str]) -> str:

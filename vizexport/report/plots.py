@@ -15,16 +15,17 @@ from ..analysis.categories import CATEGORIES
 from ..analysis.diff import Diff
 from ..analysis.report import Report
 from ..analysis.stats import FASTER, SLOWER
+from ..text import PLOT_STYLE, plot_label
 
 WIDTH = 7.5  # inches
 ROW = 0.28  # inches per bar of a horizontal bar plot
 MAX_ROWS = 25  # bars or kernels in one plot
 MAX_PANELS = 6  # devices shown side by side
-LABEL = 48  # characters of a label
+LABEL = 48  # characters of a label (a name from the pickle: text.plot_label)
 COLORS = dict(zip(CATEGORIES, ("#4c72b0", "#dd8452", "#55a868", "#8172b3", "#937860", "#8c8c8c"), strict=True))
 VERDICT_COLORS = {SLOWER: "#c44e52", FASTER: "#55a868"}
 STYLE = {"svg.fonttype": "none", "font.size": 9, "axes.spines.top": False, "axes.spines.right": False,
-         "axes.titlesize": 10, "legend.fontsize": 8, "legend.frameon": False}
+         "axes.titlesize": 10, "legend.fontsize": 8, "legend.frameon": False, **PLOT_STYLE}  # no mathtext
 RATIO_TICKS = (0.1, 0.2, 0.5, 0.8, 1, 1.25, 2, 5, 10)  # after/before: −90% … +900%
 TIME_UNITS = ((1e9, "s"), (1e6, "ms"), (1e3, "µs"), (1, "ns"))
 
@@ -92,7 +93,7 @@ def _figure(height: float, panels: int = 1) -> tuple[Figure, list[Axes]]:
 
 
 def _label(s: str) -> str:
-    return s if len(s) <= LABEL else s[:LABEL - 1] + "…"
+    return plot_label(s, LABEL)
 
 
 def report_plots(r: Report) -> dict[str, str]:
@@ -113,7 +114,7 @@ def _busy(r: Report) -> Figure | None:
     fig, (ax,) = _figure(2.6)
     for d in r.devices[:MAX_PANELS]:
         x = np.linspace(0, r.span_ns, len(d.busy_over_time) + 1)
-        ax.stairs(np.array(d.busy_over_time) * 100, x, label=d.device)
+        ax.stairs(np.array(d.busy_over_time) * 100, x, label=_label(d.device))
     ax.xaxis.set_major_formatter(DURATION)
     ax.set(xlabel="time since the start of the run", ylabel="busy %", title="Busy share over the run", ylim=(0, None))
     ax.legend(loc="upper right")
@@ -126,10 +127,11 @@ def _categories(r: Report) -> Figure | None:
         return None
     fig, (ax,) = _figure(0.8 + ROW * len(devices))
     left = np.zeros(len(devices))
+    names = [_label(d) for d in devices]
     for cat in CATEGORIES:
         share = np.array([sum(c.pct for c in r.categories if c.device == d and c.category == cat) for d in devices])
         if share.any():
-            ax.barh(devices, share, left=left, color=COLORS[cat], label=cat)
+            ax.barh(names, share, left=left, color=COLORS[cat], label=cat)
             left += share
     ax.invert_yaxis()
     ax.set(xlabel="% of the device's launch time", xlim=(0, 100))
@@ -172,7 +174,7 @@ def _histograms(r: Report) -> Figure | None:
             bottom += counts
         _log_durations(ax)
         ax.tick_params(axis="x", which="both", labelrotation=30)
-        ax.set(title=h.device, xlabel="launch duration")
+        ax.set(title=_label(h.device), xlabel="launch duration")
     axes[0].set_ylabel("launches")
     axes[-1].legend(loc="upper right")
     return fig
@@ -187,7 +189,7 @@ def _latency(r: Report) -> Figure | None:
     log = lo > 0 and hi > lo
     bins = np.geomspace(lo, hi, 31) if log else 30
     for x, s in zip(r.latency, samples, strict=False):
-        ax.hist(s, bins=bins, histtype="step", linewidth=1.5, label=x.device)
+        ax.hist(s, bins=bins, histtype="step", linewidth=1.5, label=_label(x.device))
     if log:
         _log_durations(ax)
     else:
@@ -285,7 +287,7 @@ def _totals(d: Diff) -> Figure | None:
     y = np.arange(len(ts))
     ax.barh(y - 0.2, [t.busy_before_ns or 0 for t in ts], height=0.4, color="#8c8c8c", label="base")
     ax.barh(y + 0.2, [t.busy_after_ns or 0 for t in ts], height=0.4, color="#4c72b0", label="pull request")
-    ax.set_yticks(y, [t.name for t in ts])
+    ax.set_yticks(y, [_label(t.name) for t in ts])
     ax.invert_yaxis()
     ax.xaxis.set_major_formatter(DURATION)
     ax.set(title="Busy time per device")

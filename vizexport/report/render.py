@@ -1,8 +1,11 @@
-"""Sections as plain text (a terminal, a CI log) and as GitHub Markdown (a pull-request comment)."""
+"""Sections as plain text (a terminal, a CI log) and as GitHub Markdown (a pull-request comment). Names in cells
+and the headline are already shown text (text.shown); each writer makes its whole output safe once more at its end
+(text.lines), and Markdown escapes every text it puts in (text.markdown)."""
 from __future__ import annotations
 
 import textwrap
 
+from ..text import lines, markdown, shown
 from .tables import Section, Table
 
 WIDTH = 110  # notes are wrapped to this
@@ -11,7 +14,7 @@ MD_ROWS = 100  # rows of a Markdown table (a pull-request comment holds at most 
 
 
 def as_text(title: str, headline: str, sections: list[Section], full: bool = False) -> str:
-    out = [title, headline, ""]
+    out = [shown(title, None), shown(headline, None), ""]
     for s in sections:
         out += [s.title, "-" * len(s.title)]
         if s.note:
@@ -19,7 +22,7 @@ def as_text(title: str, headline: str, sections: list[Section], full: bool = Fal
         for t in s.tables:
             out += _text_table(t, full)
         out.append("")
-    return "\n".join(out).rstrip() + "\n"
+    return lines("\n".join(out).rstrip() + "\n")
 
 
 def _cut(s: str) -> str:
@@ -46,27 +49,24 @@ def _text_table(t: Table, full: bool) -> list[str]:
 
 
 def as_markdown(title: str, headline: str, sections: list[Section]) -> str:
-    out = [f"## {title}", "", headline, ""]
+    out = [f"## {markdown(title)}", "", markdown(headline, start=True), ""]
     for s in sections:
-        body = ([s.note, ""] if s.note else []) + [line for t in s.tables for line in [*_md_table(t), ""]]
-        if s.collapsed:
+        body = ([markdown(s.note, start=True), ""] if s.note else []) + [line for t in s.tables
+                                                                          for line in [*_md_table(t), ""]]
+        if s.collapsed:  # our own titles: an HTML block shows its text as it is
             out += [f"<details><summary><b>{s.title}</b></summary>", "", *body, "</details>", ""]
         else:
-            out += [f"### {s.title}", "", *body]
-    return "\n".join(out).rstrip() + "\n"
-
-
-def _md(s: str) -> str:
-    return s.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").replace("<", "&lt;")
+            out += [f"### {markdown(s.title)}", "", *body]
+    return lines("\n".join(out).rstrip() + "\n")
 
 
 def _md_table(t: Table) -> list[str]:
     if not t.rows:
         return ["(none)"]
     headers = [h or " " for h in t.headers]
-    out = ["| " + " | ".join(map(_md, headers)) + " |",
+    out = ["| " + " | ".join(map(markdown, headers)) + " |",
            "|" + "|".join("---:" if t.numeric(i) else "---" for i in range(len(headers))) + "|"]
-    out += ["| " + " | ".join(_md(c[0]) for c in r) + " |" for r in t.rows[:MD_ROWS]]
+    out += ["| " + " | ".join(markdown(c[0]) for c in r) + " |" for r in t.rows[:MD_ROWS]]
     if len(t.rows) > MD_ROWS:
         out += ["", f"… {len(t.rows) - MD_ROWS} more rows in the .json and .html outputs."]
     return out

@@ -3,10 +3,12 @@ from __future__ import annotations
 
 from ..analysis.hostside import CallSite
 from ..analysis.report import Report
+from ..text import shown
 from ..units import duration_text
 from .tables import Section, Table, ns, num, pct, rate, text
 
 SHORT = 10  # rows a terminal or a comment shows of a long table
+PROPERTIES_CHARS = 1000  # of one device's properties (a real AMD device has about 200)
 
 
 def sections(r: Report) -> list[Section]:
@@ -103,7 +105,7 @@ def _peaks(r: Report) -> Section:
     given = ", ".join(x for x in (p.gflops and f"{p.gflops:g} GFLOPS", p.gbs and f"{p.gbs:g} GB/s") if x)
     note = f"Peak: {given} ({p.source})." if given else f"Peak: {p.source}; --peak-gflops and --peak-gbs set one."
     if p.properties:
-        note += " Device properties: " + "; ".join(f"{d}: " + ", ".join(f"{k}={v}" for k, v in props.items())
+        note += " Device properties: " + "; ".join(f"{shown(d)}: " + _properties(props)
                                                   for d, props in p.properties.items()) + "."
     if not r.achieved:
         note += " No kernel has estimates (they come with the rewrites trace)."
@@ -114,9 +116,13 @@ def _peaks(r: Report) -> Section:
                    ["roofline"] if rows else [])
 
 
+def _properties(props: dict) -> str:
+    return shown(", ".join(f"{k}={v}" for k, v in props.items()), PROPERTIES_CHARS)
+
+
 def headline(r: Report) -> str:
     busiest = max(r.devices, key=lambda d: d.busy_ns, default=None)
     top = r.kernels[0] if r.kernels else None
     return (f"{r.launches:,} launches, {duration_text(r.launch_ns)} of device time in {duration_text(r.span_ns)}"
-            + (f"; busiest {busiest.device} ({busiest.busy_pct:.1f}% busy)" if busiest else "")
-            + (f"; top kernel {top.label} ({top.pct:.1f}% of {top.device})" if top else ""))
+            + (f"; busiest {shown(busiest.device)} ({busiest.busy_pct:.1f}% busy)" if busiest else "")
+            + (f"; top kernel {shown(top.label)} ({top.pct:.1f}% of {shown(top.device)})" if top else ""))

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..text import shown
 from ..units import duration_text
 
 Cell = tuple[str, Any]  # (text, sort value: a number for numeric columns, else None)
@@ -34,7 +35,8 @@ class Section:
 
 
 def text(s: str) -> Cell:
-    return (s, None)
+    """A text cell: a name from a pickle shown as one bounded line (text.shown); each writer escapes it further."""
+    return (shown(s), None)
 
 
 def ns(x: float | None) -> Cell:
