@@ -101,9 +101,19 @@ def atomic_folder(path: Path) -> Iterator[Path]:
         write_stamp(tmp)
         os.chmod(tmp, 0o777 & ~_umask())  # as a folder made with mkdir would be (private while it was built)
         _swap(tmp, real)
+    except OSError as e:  # named by the folder the user asked for, not by its temporary
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise _outside(e, tmp, path) from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def _outside(e: OSError, tmp: Path, path: Path) -> OSError:
+    """`e` with every path inside `tmp` shown inside `path` instead."""
+    def shown(name: object) -> object:
+        return str(name).replace(str(tmp), str(path).rstrip("/\\"), 1) if name is not None else None
+    return OSError(e.errno, e.strerror, shown(e.filename), None, shown(e.filename2)) if e.errno else e
 
 
 def check_folder(path: Path) -> Path:
