@@ -4,15 +4,20 @@ nothing left behind); the crafted cases reproduce every attack of the issue that
 mutations cover what nobody thought of."""
 from __future__ import annotations
 
+import http.client
 import importlib.util
+import json
 import os
 import pickle
 import random
 import resource
+import shutil
 import signal
+import socket
 import struct
 import subprocess
 import sys
+import time
 import warnings
 from dataclasses import replace
 from decimal import Decimal
@@ -174,6 +179,147 @@ def test_argument_nested_deeply(tmp_path: Path):
                  depth=0, bottom_up=False)
     judged(tmp_path, tf.dumps(([tf.Fake("TracingKey", display_name="k", keys=("k",), ret=None)], [[rw]], uops)),
            "graphs")
+
+
+# ---- vizexport open: what it serves, and to whom ----
+
+UI = "https://ui.perfetto.dev"
+
+
+@pytest.fixture(scope="module")
+def windows_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sample written as an overview and two windows."""
+    out = tmp_path_factory.mktemp("open") / "run"
+    r = run_cli(SAMPLE / "profile.pkl", "-o", out / "t.pftrace", "--window-events", "500")
+    assert r.returncode == 0 and "2 windows" in r.stdout, r.stderr
+    return out
+
+
+@pytest.fixture
+def run_copy(windows_run: Path, tmp_path: Path) -> Path:
+    """A copy of the windowed run the test may change: its overview's path."""
+    shutil.copytree(windows_run, tmp_path / "run")
+    return tmp_path / "run" / "t.pftrace"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _request(port: int, path: str, host: str | None = None, origin: str | None = UI, method: str = "GET",
+             **headers: str) -> tuple[int, bytes, http.client.HTTPMessage]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    sent = {"Host": host or f"127.0.0.1:{port}", **({"Origin": origin} if origin else {}), **headers}
+    try:
+        conn.request(method, path, headers=sent)
+        r = conn.getresponse()
+        return r.status, r.read(), r.headers
+    finally:
+        conn.close()
+
+
+def _index(trace: Path) -> Path:
+    return trace.parent / "t.windows" / "index.json"
+
+
+def test_open_answers_the_ui_only(run_copy: Path):
+    """Served on loopback: a request by another name (a rebound domain), from no or another origin, or for any other
+    path is refused and leaves the one download to the UI; the UI's request gets the trace, and the command ends."""
+    (run_copy.parent / "secret.txt").write_text("not for the web")
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "vizexport", "open", run_copy, "--no-browser", "--port", str(port),
+                             "--timeout", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        assert "serving" in proc.stdout.readline()  # printed once it listens
+        assert _request(port, "/t.pftrace", host=f"rebound.example:{port}")[0] == 403
+        assert _request(port, "/t.pftrace", host="127.0.0.1:1")[0] == 403
+        assert _request(port, "/t.pftrace", origin=None)[0] == 403  # another page's <img>, or curl
+        assert _request(port, "/t.pftrace", origin="https://evil.example")[0] == 403
+        for path in ("/secret.txt", "/../secret.txt", "/%2e%2e/secret.txt", "/etc/passwd", "/t.windows/index.json",
+                     "/"):
+            assert _request(port, path)[0] == 404, path
+        pre = _request(port, "/t.pftrace", method="OPTIONS", **{"Access-Control-Request-Private-Network": "true"})
+        assert pre[0] == 204 and pre[2]["Access-Control-Allow-Private-Network"] == "true"
+        code, body, headers = _request(port, "/t.pftrace", host=f"localhost:{port}")
+        assert code == 200 and body == run_copy.read_bytes() and headers["Access-Control-Allow-Origin"] == UI
+        assert proc.wait(timeout=10) == 0 and proc.stderr.read() == ""
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def _open(trace: Path, *args: str) -> subprocess.CompletedProcess:
+    return run_cli("open", trace, "--no-browser", "--port", _free_port(), "--timeout", "5", *args)
+
+
+@pytest.mark.parametrize("name", ["../secret.pftrace", "/etc/passwd", "sub/w.pftrace", "..", "", 7])
+def test_open_refuses_index_names_leading_out(run_copy: Path, name: object):
+    """index.json comes with the trace: a window named outside its folder was served (/etc/passwd included)."""
+    (run_copy.parent / "secret.pftrace").write_bytes(b"secret")
+    index = _index(run_copy)
+    data = json.loads(index.read_text())
+    data["windows"][1]["file"] = name
+    index.write_text(json.dumps(data))
+    r = _open(run_copy, "--window", "1")
+    assert r.returncode == 1 and r.stdout == ""
+    assert r.stderr == f"vizexport: error: {index}: window 1 names {name!r}, not a file in t.windows{os.sep} " \
+                       "(refused)\n"
+
+
+def test_open_refuses_links_out_of_the_folder(run_copy: Path, tmp_path: Path):
+    """A window (or the trace) that is a link to a file elsewhere is not served, nor given to a trace processor."""
+    (outside := tmp_path / "private.pftrace").write_bytes(b"private")
+    window = run_copy.parent / "t.windows" / json.loads(_index(run_copy).read_text())["windows"][0]["file"]
+    window.unlink()
+    window.symlink_to(outside)
+    for extra in ((), ("--trace-processor", "/bin/true")):
+        r = _open(run_copy, "--window", "0", *extra)
+        assert r.returncode == 1 and r.stderr == (f"vizexport: error: {window}: leads to {outside.resolve()}, outside "
+                                                  f"the trace's folder {run_copy.parent} (not served)\n"), r.stderr
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("{not json", "not a windows index (not JSON: Expecting property name enclosed in double quotes: line 1 column 2"),
+    ("\udcff", "not a windows index (not JSON: 'utf-8' codec can't decode byte 0xff in position 0"),
+    ("[1, 2]", "not a windows index (no list of windows)"),
+    ('{"windows": 5}', "not a windows index (no list of windows)"),
+    ('{"windows": [], "t0_ns": 0}', "lists no windows"),
+    ('{"windows": [7], "t0_ns": 0}', "window 0 is 7, not a window"),
+    ('{"windows": [{"file": "w"}], "t0_ns": "0"}', "t0_ns is '0', not a time in ns"),
+    ('{"windows": [{"file": "w", "start_ns": 0, "end_ns": 9223372036854775808, "events": 1, "start_s": 0, '
+     '"end_s": 1}], "t0_ns": 0}', "window 0's end_ns is 9223372036854775808, not a number of its kind"),
+    ('{"windows": [{"file": "w", "start_ns": 0, "end_ns": 1, "events": 1, "start_s": 0, "end_s": NaN}], "t0_ns": 0}',
+     "window 0's end_s is nan, not a number of its kind")])
+def test_open_refuses_a_malformed_index(run_copy: Path, text: str, needle: str):
+    """Each ended in the bug wording (a TypeError or JSONDecodeError)."""
+    index = _index(run_copy)
+    index.write_bytes(text.encode(errors="surrogateescape"))
+    r = _open(run_copy, "--at", "0.1s")
+    assert r.returncode == 1 and r.stderr.count("\n") == 1, r.stderr
+    assert r.stderr.startswith(f"vizexport: error: {index}: {needle}"), r.stderr
+
+
+def test_open_gives_up_when_nothing_fetches(run_copy: Path):
+    """It served until something fetched the trace: forever, when nothing did."""
+    t0 = time.monotonic()
+    r = _open(run_copy, "--timeout", "0.5")
+    assert r.returncode == 1 and time.monotonic() - t0 < 30
+    assert r.stderr == (f"vizexport: error: {run_copy}: the Perfetto UI did not fetch it within 0.5 s (nothing "
+                        "served; --timeout SEC waits longer)\n")
+
+
+def test_open_on_a_busy_port(run_copy: Path):
+    """Was `vizexport: error: out/t.pftrace: Address already in use`."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        r = run_cli("open", run_copy, "--no-browser", "--port", port, "--timeout", "5")
+    assert r.returncode == 1 and r.stderr == (f"vizexport: error: port {port} on 127.0.0.1 is busy (another "
+                                              "`vizexport open` or a trace processor? stop it: the Perfetto UI "
+                                              "fetches from port 9001 only)\n")
 
 
 # ---- files and outputs ----
