@@ -128,6 +128,101 @@ def test_wrong_typed_fields(tmp_path: Path, field: str, value: object):
     judged(tmp_path, tf.profile(ev, tf.span(name="E_2", st=2.0, en=3.0)), "convert")
 
 
+@pytest.mark.parametrize("field,value,needle", [
+    ("st", None, "ProfileRangeEvent.st: None, not a timestamp"),
+    ("st", [1, 2], "ProfileRangeEvent.st: not a timestamp: [1, 2]"),
+    ("en", "soon", "ProfileRangeEvent.en: not a timestamp: 'soon'"),
+    ("en", "sNaN", "ProfileRangeEvent.en: not a timestamp: sNaN"),
+    ("st", float("nan"), "ProfileRangeEvent.st: not a timestamp: nan"),
+    ("en", float("inf"), "ProfileRangeEvent.en: not a timestamp: inf"),
+    ("st", 1e308, "ProfileRangeEvent.st: not a timestamp: 1e+308"),
+    ("st", Decimal("1e999999"), "ProfileRangeEvent.st: timestamp out of range: '1E+999999' µs"),
+    ("st", -(2**70), "ProfileRangeEvent.st: timestamp out of range: -1180591620717411303424 µs")])
+def test_times_that_are_no_times_are_named(tmp_path: Path, field: str, value: object, needle: str):
+    """A range's start that is None (a range tinygrad never writes) or any other non-time: one line naming the field
+    (it ended in 'TypeError: int() argument must be … not NoneType' and the bug wording)."""
+    ev = tf.span()
+    ev.__dict__[field] = value
+    o = judged(tmp_path, tf.profile(ev, tf.span(name="E_2", st=2.0, en=3.0)), "convert", needle)
+    assert o.rc == 1
+
+
+def test_point_and_graph_times_are_named(tmp_path: Path):
+    judged(tmp_path, tf.profile(tf.point("marker", 1.5), tf.point("marker", float("inf"))), "convert",
+           "ProfilePointEvent.ts: not a timestamp: Infinity")
+    graph = tf.Fake("ProfileGraphEvent", ents=[tf.Fake("ProfileGraphEntry", device="NULL", name="E_1", st_id=0,
+                                                         en_id=5, is_copy=False)], deps=[[]], sigs=[tf.us(1.0)])
+    judged(tmp_path, tf.profile(graph), "convert", "ProfileGraphEntry.en_id is 5, not one of the graph's 1 signals")
+    graph.sigs = [tf.us(1.0), None]
+    judged(tmp_path, tf.profile(graph), "convert", "ProfileGraphEvent.sigs: None, not a timestamp")
+
+
+HUGE = 10**5000  # 16,610 bits: Python refuses to write out more than 4,300 digits
+
+
+def test_huge_int_names_are_shown_by_their_size(tmp_path: Path):
+    """A 5,000-digit device and kernel name (ValueError: Exceeds the limit (4300 digits) …, as a layout error) are
+    a name like any other non-text: a short text."""
+    data = tf.profile(tf.span(device=HUGE, name=HUGE), tf.point("marker", 1.5, device=HUGE, arg={"name": -HUGE}))
+    o = judged(tmp_path, data, "convert")
+    assert o.rc == 0
+    prof = vizexport.load_profile(tmp_path / "case" / "case.pkl")
+    assert prof.spans[0].device == "<int of 16,610 bits>" and prof.spans[0].key.name == "<int of 16,610 bits>"
+    assert prof.points[0].arg.name == "<-int of 16,610 bits>"
+
+
+def _alloc(sz: object = 1000, bits: object = 32, nbytes: object = None) -> tf.Fake:
+    arg = {"sz": sz, "dtype": tf.Fake("DType", 0, bits, "float", "f"), "device": "NULL"}
+    return tf.point("alloc", 1.5, key=1, arg=arg | ({} if nbytes is None else {"nbytes": nbytes}))
+
+
+def test_alloc_sizes_past_int64(tmp_path: Path):
+    """A DType of 2**62 bits made a 5.8e20-byte buffer that no int64 counter holds (OverflowError: int too big to
+    convert, and the bug wording): a size no dtype has is an unknown size (0 bytes); a count or byte size past int64,
+    or allocations adding up past it, one line naming the field."""
+    free = tf.point("free", 1.8, key=1, arg={})
+    o = judged(tmp_path, tf.profile(tf.span(), _alloc(bits=2**62), free), "convert")
+    assert o.rc == 0
+    (alloc, _) = vizexport.load_profile(tmp_path / "case" / "case.pkl").points
+    assert (alloc.arg.nbytes, alloc.arg.count, alloc.arg.dtype) == (0, 1000, "float")
+    judged(tmp_path, tf.profile(_alloc(sz=10**30)), "convert",
+           "ProfilePointEvent alloc: its sz is 1000000000000000000000000000000, not a count")
+    judged(tmp_path, tf.profile(_alloc(nbytes=2**70)), "convert",
+           "ProfilePointEvent alloc: its nbytes is 1180591620717411303424, not a count")
+    judged(tmp_path, tf.profile(*[_alloc(nbytes=2**62) for _ in range(2)]), "convert",
+           "its allocations (ProfilePointEvent alloc) add up to 9,223,372,036,854,775,808 bytes, past int64")
+
+
+def _one_rewrite(seconds: object, op: object = 3) -> bytes:
+    uops = {0: (op, None, (), 1, None), 1: (4, None, (0,), None, None)}
+    rw = tf.Fake("TrackedGraphRewrite", loc=("x.py", 1), sink=1, matches=[(0, 1, ("p.py", 2), seconds)], name="r",
+                 depth=0, bottom_up=False)
+    return tf.dumps(([tf.Fake("TracingKey", display_name="k", keys=("k",), ret=None)], [[rw]], uops))
+
+
+def _strict_json(text: str) -> object:
+    def refuse(name: str) -> None:
+        raise ValueError(f"{name} is not JSON")
+    return json.loads(text, parse_constant=refuse)
+
+
+@pytest.mark.parametrize("seconds", [float("inf"), float("nan"), -1.0])
+def test_match_time_that_is_no_time(tmp_path: Path, seconds: float):
+    """An infinite or NaN match time went out as `Infinity`/`NaN` in `show --json` and the SVG export's manifest,
+    which JSON has not: the time is unknown (null)."""
+    judged(tmp_path, _one_rewrite(seconds), "graphs")
+    case = tmp_path / "case" / "case.pkl"
+    assert vizexport.load_rewrites(case).contexts[0].rewrites[0].matches[0].seconds is None
+    r = run_cli("show", case, "-s", "0", "-i", "0", "--json")
+    assert r.returncode == 0 and [s["seconds"] for s in _strict_json(r.stdout)["steps"]] == [None]
+
+
+def test_uop_op_that_is_no_op(tmp_path: Path):
+    """An op of inf in the UOp table (OverflowError: cannot convert float infinity to integer, and the bug wording)."""
+    judged(tmp_path, _one_rewrite(0.5, float("inf")), "graphs", "UOp 0: its op is inf, not an Ops number")
+    judged(tmp_path, _one_rewrite(0.5, HUGE), "graphs", "UOp 0: its op is <int of 16,610 bits>, not an Ops number")
+
+
 def test_wrong_typed_points_and_keys(tmp_path: Path):
     tb = (("a.py", 1, "f", "x"), "not a frame", ("b.py", "two", None, 3))
     events = [tf.span(device="USER", name=tf.Fake("TracingKey", display_name="call", keys=("k", 5), ret=[1], tb=tb)),

@@ -12,8 +12,9 @@ import numpy as np
 
 from .. import pickles
 from ..gcpause import gc_paused
-from ..pickles import InputError, StandInType, class_name, qualname, streaming
+from ..pickles import InputError, StandInType, brief, class_name, qualname, streaming
 from ..records import (
+    INT64,
     Alloc,
     Capture,
     DeviceInfo,
@@ -85,6 +86,8 @@ def profile_from(obj: Any, classes: set[str], path: str, tinygrad_version: str |
     reader = _Reader(path)
     try:
         reader.feed(obj)
+    except InputError as e:  # a field the reader refuses, named
+        raise InputError(f"{path}: {e}") from None
     except _LAYOUT_ERRORS as e:
         raise _layout_error(path, e) from None
     return _finish(reader, classes, path, tinygrad_version)
@@ -213,10 +216,14 @@ class _Reader:
         prof.release, prof.n_events = with_override(release, override), self.n
         bitsize = prof.release.name not in ("0.10.1", "0.10.2", "0.10.3", "0.11.0")
         dtype_text = DTypeText(prof.release.name)
+        total = 0
         for a, dt, in_elements in self.allocs:
             a.dtype = dtype_text(dt)
             if in_elements:
                 a.nbytes = min(a.count, 10**12) * dtype_bits(dt, bitsize) // 8
+            total += a.nbytes
+        if total >= INT64:  # live bytes, at most all of them, are int64 counters
+            raise InputError(f"its allocations (ProfilePointEvent alloc) add up to {total:,} bytes, past int64")
         self._apply_offsets()
         self.leaf_events, self.allocs = [], []
         return prof
@@ -327,8 +334,8 @@ class _Reader:
         """The Spans of the ranges read since the last call, in their places, with all their timestamps parsed at
         once (ns_column parses in bulk; graph batches split the ranges into groups too small for it)."""
         groups, self.unparsed = self.unparsed, []
-        sts = ns_column(chain.from_iterable(g[3] for g in groups))
-        ens = ns_column(chain.from_iterable(g[4] for g in groups))
+        sts = _times(chain.from_iterable(g[3] for g in groups), "ProfileRangeEvent.st", none=False)
+        ens = _times(chain.from_iterable(g[4] for g in groups), "ProfileRangeEvent.en")
         if self.columns is not None:
             places = list(chain.from_iterable(range(g[0], g[0] + len(g[2])) for g in groups))
             self.columns.add(places, *(list(chain.from_iterable(g[i] for g in groups)) for i in (1, 2)), sts, ens,
@@ -350,8 +357,8 @@ class _Reader:
         if type(key) is not int:
             key = plain_value(key)
         if kind == "alloc" and type(arg) is dict:
-            count, dt, nbytes = _count(arg.get("sz") or 0), arg.get("dtype"), arg.get("nbytes")
-            arg = Alloc(0 if nbytes is None else _count(nbytes), "", count)
+            count, dt, nbytes = _count(arg.get("sz") or 0, "sz"), arg.get("dtype"), arg.get("nbytes")
+            arg = Alloc(0 if nbytes is None else _count(nbytes, "nbytes"), "", count)
             self.allocs.append((arg, dt, nbytes is None))
         elif kind == "exec" and type(arg) is dict:
             name, color = _clean_name(text(arg.get("name", "")))
@@ -361,18 +368,22 @@ class _Reader:
         elif kind == "marker" and type(arg) is dict:
             color = arg.get("color")
             arg = Marker(_clean_name(text(arg.get("name", "")))[0], None if color is None else text(color))
-        self.prof.points.append(Point(device, kind, ns(d["ts"]), key, arg))
+        try:
+            ts = ns(d["ts"])
+        except ValueError as e:
+            raise InputError(f"ProfilePointEvent.ts: {e}") from None
+        self.prof.points.append(Point(device, kind, ts, key, arg))
 
     def graph(self, e: Any) -> None:
         self._read_ranges()  # entries are indexed in prof.spans: the ranges before them come first
         d, spans = e.__dict__, self.prof.spans
-        sigs = [ns(s) for s in sequence(d.get("sigs"))]
+        sigs = _times(sequence(d.get("sigs")), "ProfileGraphEvent.sigs", none=False)
         first = len(spans)
         ents = sequence(d.get("ents"))
         for ent in ents:
             x = ent.__dict__
-            spans.append(Span(text(x["device"]), self.key(x.get("name", "")), sigs[_index(x["st_id"], sigs)],
-                              sigs[_index(x["en_id"], sigs)], _program_key(x.get("profile_key")),
+            spans.append(Span(text(x["device"]), self.key(x.get("name", "")), sigs[_index(x["st_id"], sigs, "st_id")],
+                              sigs[_index(x["en_id"], sigs, "en_id")], _program_key(x.get("profile_key")),
                               len(self.prof.graphs), bool(x.get("is_copy", False))))
         device = spans[first].device if len(spans) > first else ""
         deps = [[i for i in (x if type(x) in (list, tuple) else (x,)) if type(i) is int and 0 <= i < len(ents)]
@@ -389,9 +400,9 @@ class _Reader:
     def device(self, e: Any) -> None:
         d = e.__dict__
         if "tdiff" in d or "comp_tdiff" not in d:  # >= 0.13: one offset; <= 0.12: compute and copy offsets
-            comp = copy = ns(d.get("tdiff") or 0)
+            comp = copy = _offset(d, "tdiff")
         else:
-            comp, copy = ns(d.get("comp_tdiff") or 0), ns(d.get("copy_tdiff") or 0)
+            comp, copy = _offset(d, "comp_tdiff"), _offset(d, "copy_tdiff")
         device, props = text(d["device"]), d.get("props")
         self.offsets[device] = (comp, copy)
         props = {text(k): plain_value(v) for k, v in props.items()} if type(props) is dict else None
@@ -496,15 +507,31 @@ def _decoded(table: list, codes: np.ndarray) -> list:
 
 # ---- fields as the records type them (a corrupt or hostile pickle can put anything anywhere) ----
 
-def _count(x: Any) -> int:
-    if type(x) is not int or x < 0:
-        raise ValueError(f"a size that is not a count: {text(x)}")
+def _times(values: Any, field: str, none: bool = True) -> list:
+    """ns_column of a field's timestamps; InputError naming the field for one that is not a time."""
+    try:
+        return ns_column(values, none)
+    except ValueError as e:
+        raise InputError(f"{field}: {e}") from None
+
+
+def _offset(d: dict, field: str) -> int:
+    try:
+        return ns(d.get(field) or 0)
+    except ValueError as e:
+        raise InputError(f"ProfileDeviceEvent.{field}: {e}") from None
+
+
+def _count(x: Any, field: str) -> int:
+    """An alloc's size (elements or bytes): a count within int64 (a buffer's bytes add up in int64 counters)."""
+    if type(x) is not int or not 0 <= x < INT64:
+        raise InputError(f"ProfilePointEvent alloc: its {field} is {brief(x)}, not a count")
     return x
 
 
-def _index(x: Any, into: list) -> int:
+def _index(x: Any, into: list, field: str) -> int:
     if type(x) is not int or not 0 <= x < len(into):
-        raise ValueError(f"a signal index out of range: {text(x)}")
+        raise InputError(f"ProfileGraphEntry.{field} is {brief(x)}, not one of the graph's {len(into)} signals")
     return x
 
 

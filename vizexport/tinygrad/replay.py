@@ -20,7 +20,7 @@ from functools import partial
 from itertools import repeat
 from typing import Any
 
-from ..pickles import Stub
+from ..pickles import Stub, int_text
 from ..records import GraphStep, Match, Rewrite, RewriteLog, RewriteSteps, StepGraphs, UOpRec
 from ..walks import BudgetError, CycleError, post_order
 from .args import ArgText, arg_key
@@ -235,7 +235,7 @@ class Nodes(NodeLook):
             a = x._args
             if not a or not isinstance(a[0], int):
                 raise ReplayError(f"a UOp inside an argument has no op: {text(x)}")
-            op = self._ops.get(int(a[0]), f"Ops({int(a[0])})")
+            op = self._ops.get(int(a[0]), f"Ops({int_text(a[0])})")
             n = self.make(op, self.text_of.dtype(a[1]) if len(a) > 1 else "void",
                           tuple(done[id(s)][1] for s in _stub_src(x)),
                           a[3] if len(a) > 3 else None, a[4] if len(a) > 4 and self._tags else None)

@@ -5,6 +5,7 @@ pickles hold UOp objects, which are numbered here by identity (the pickle memo k
 """
 from __future__ import annotations
 
+import math
 import os
 from itertools import chain
 from pathlib import Path
@@ -12,8 +13,8 @@ from typing import Any
 
 from .. import pickles
 from ..gcpause import gc_paused
-from ..pickles import InputError, class_name
-from ..records import Context, Key, Match, Release, Rewrite, RewriteLog, UOpRec
+from ..pickles import InputError, brief, class_name
+from ..records import INT64, Context, Key, Match, Release, Rewrite, RewriteLog, UOpRec
 from ..walks import BudgetError, CycleError, post_order
 from .common import DTypeText, as_key, sequence, text
 from .estimates import context_cost
@@ -71,6 +72,7 @@ def _layout(obj: Any) -> tuple[list, list, dict | None]:
 
 
 EDGE_BUDGET_MIN = 1 << 20
+MAX_OP = 1 << 16  # Ops are numbered from 1 (about 100 of them): past this, not an Ops value
 
 
 def edge_budget(path: str) -> int:
@@ -122,12 +124,20 @@ class _UOpTable:
         ops, dtype_text, raw = enum_table(release.name), DTypeText(release.name), self.raw
         if sum(map(len, (f[2] for f in raw.values()))) > self.budget:
             raise BudgetError("the UOp table holds more source references than its budget")
-        if not {int}.issuperset(map(type, chain(raw, chain.from_iterable(f[2] for f in raw.values())))):
-            bad = next(i for i, f in raw.items() if type(i) is not int or not all(type(s) is int for s in f[2]))
-            raise ValueError(f"UOp {text(bad)} has a non-integer id or source")
+        ids = list(chain(raw, chain.from_iterable(f[2] for f in raw.values())))
+        if not {int}.issuperset(map(type, ids)) or (ids and not -INT64 <= min(ids) <= max(ids) < INT64):
+            bad = next(i for i, f in raw.items() if not all(map(_uop_id, (i, *f[2]))))
+            raise InputError(f"UOp {brief(bad)} has an id or source that is not an int64 id")
+        if not all(isinstance(f[0], int) and 0 <= f[0] < MAX_OP for f in raw.values()):
+            bad = next(i for i, f in raw.items() if not (isinstance(f[0], int) and 0 <= f[0] < MAX_OP))
+            raise InputError(f"UOp {bad}: its op is {brief(raw[bad][0])}, not an Ops number")
         names = {op: ops.get(op, f"Ops({op})") for op in {int(f[0]) for f in raw.values()}}
         self.uops.update((i, UOpRec(op := int(f[0]), names[op], dtype_text(f[1]), tuple(f[2]), f[3],
                                     f[4] if len(f) > 4 else None)) for i, f in raw.items())
+
+
+def _uop_id(x: Any) -> bool:
+    return type(x) is int and -INT64 <= x < INT64
 
 
 def _rewrite_name(name: Any, loc: tuple[str, int] | None) -> str:
@@ -158,9 +168,14 @@ def _pattern_loc(p: Any) -> tuple[str, int] | None:
 
 
 def _match(m: tuple, table: _UOpTable) -> Match:
-    secs = m[3] if len(m) > 3 and isinstance(m[3], float) else None
     return Match(table.ref(m[0]), table.ref(m[1]) if len(m) > 1 else None, _pattern_loc(m[2]) if len(m) > 2 else None,
-                 secs)
+                 _seconds(m[3]) if len(m) > 3 else None)
+
+
+def _seconds(x: Any) -> float | None:
+    """The time a match took, or None (unknown) for anything but a finite, non-negative float: an infinite or NaN
+    time would reach JSON (manifest, `show --json`) as a value JSON has not."""
+    return float(x) if isinstance(x, float) and 0 <= x < math.inf else None
 
 
 def _context(key: Any, rewrites: list, table: _UOpTable, release: str) -> Context:
