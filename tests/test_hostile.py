@@ -223,6 +223,32 @@ def test_uop_op_that_is_no_op(tmp_path: Path):
     judged(tmp_path, _one_rewrite(0.5, HUGE), "graphs", "UOp 0: its op is <int of 16,610 bits>, not an Ops number")
 
 
+def _rewrites_trace(uops: object = None, rewrites: object = None, match: object = (0, 1, ("p.py", 2), 0.5)) -> bytes:
+    rw = tf.Fake("TrackedGraphRewrite", loc=("x.py", 1), sink=1, matches=[match], name="r", depth=0, bottom_up=False)
+    uops = {0: (3, None, (), 1, None), 1: (4, None, (0,), None, None)} if uops is None else uops
+    return tf.dumps(([tf.Fake("TracingKey", display_name="k", keys=("k",), ret=None)],
+                     [[rw]] if rewrites is None else rewrites, uops))
+
+
+@pytest.mark.parametrize("data,needle", [
+    (_rewrites_trace(uops={0: 5, 1: (4, None, (0,), None, None)}), "uop_fields[0] is 5, not (op, dtype, sources, arg"),
+    (_rewrites_trace(uops={0: (3, None, None, 1), 1: (4, None, (0,), None)}), "uop_fields[0] is (3, None, None, 1)"),
+    (_rewrites_trace(uops=[1, 2]), "its uop_fields are [1, 2], not a table of UOps"),
+    (_rewrites_trace(rewrites=[[7]]), "rewrite 0 of context 0 is 7, not a tinygrad rewrite"),
+    (_rewrites_trace(rewrites=[None]), "the rewrites of context 0 are None, not a list"),
+    (_rewrites_trace(match=0.5), "a match is 0.5, not (before, after, pattern, seconds)"),
+    (tf.dumps([("kernel", [tf.Fake("TrackedRewriteContext", loc=("x.py", 1), matches=[],
+                                   sink=tf.Fake("UOp", 1, None, "src", None))])]),
+     "a UOp of the trace is <tinygrad.uop.ops.UOp(1, None, 'src', None)>"),
+    (tf.profile(tf.Fake("ProfileGraphEvent", ents=[1.5], deps=[], sigs=[])),
+     "ProfileGraphEvent.ents holds 1.5, not a tinygrad record"),
+    (tf.profile(tf.Fake("ProfilePointEvent", device="NULL", name="marker", arg={})),
+     "an event without its field 'ts'; unknown tinygrad release?")])
+def test_containers_of_the_wrong_kind_are_named(tmp_path: Path, data: bytes, needle: str):
+    """A record, list or table where another belongs: named, not a Python error about subscripts and `_args`."""
+    judged(tmp_path, data, "graphs" if b"Rewrite" in data else "convert", needle)
+
+
 def test_wrong_typed_points_and_keys(tmp_path: Path):
     tb = (("a.py", 1, "f", "x"), "not a frame", ("b.py", "two", None, 3))
     events = [tf.span(device="USER", name=tf.Fake("TracingKey", display_name="call", keys=("k", 5), ret=[1], tb=tb)),

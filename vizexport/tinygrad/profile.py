@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import pickles
 from ..gcpause import gc_paused
-from ..pickles import InputError, StandInType, brief, class_name, qualname, streaming
+from ..pickles import InputError, StandInType, Stub, brief, class_name, qualname, streaming
 from ..records import (
     INT64,
     Alloc,
@@ -75,6 +75,8 @@ _LAYOUT_ERRORS = (AttributeError, TypeError, ValueError, KeyError, IndexError, A
 
 
 def _layout_error(path: str, e: Exception) -> InputError:
+    if isinstance(e, KeyError) and e.args:
+        return InputError(f"{path}: an event without its field {brief(e.args[0])}; unknown tinygrad release?")
     return InputError(f"{path}: unexpected event layout ({type(e).__name__}: {e}); unknown tinygrad release?")
 
 
@@ -199,8 +201,8 @@ class _Reader:
                  "ProfilePMAEvent": self.pma}
         name = qualname(e)
         if name:
-            ents = e.__dict__.get("ents") if name.endswith(".ProfileGraphEvent") else None
-            self.fields[name] = (tuple(e.__dict__), tuple(ents[0].__dict__) if ents else None)
+            ents = sequence(e.__dict__.get("ents")) if name.endswith(".ProfileGraphEvent") else None
+            self.fields[name] = (tuple(e.__dict__), tuple(getattr(ents[0], "__dict__", ())) if ents else None)
         h = self.handlers[type(e)] = names.get(name.rsplit(".", 1)[-1], self.unknown)
         return h
 
@@ -381,7 +383,7 @@ class _Reader:
         first = len(spans)
         ents = sequence(d.get("ents"))
         for ent in ents:
-            x = ent.__dict__
+            x = _record(ent, "ProfileGraphEvent.ents")
             spans.append(Span(text(x["device"]), self.key(x.get("name", "")), sigs[_index(x["st_id"], sigs, "st_id")],
                               sigs[_index(x["en_id"], sigs, "en_id")], _program_key(x.get("profile_key")),
                               len(self.prof.graphs), bool(x.get("is_copy", False))))
@@ -417,7 +419,7 @@ class _Reader:
 
     def pmc(self, e: Any) -> None:
         d = e.__dict__
-        sched = [_pmc_sample(s.__dict__) for s in sequence(d.get("sched"))]
+        sched = [_pmc_sample(_record(s, "ProfilePMCEvent.sched")) for s in sequence(d.get("sched"))]
         self.prof.captures.append(Capture("pmc", text(d.get("device", "")), plain_value(d.get("kern")),
                                           _blob(d.get("blob")) or b"", plain_value(d.get("exec_tag")), sched=sched))
 
@@ -506,6 +508,13 @@ def _decoded(table: list, codes: np.ndarray) -> list:
 
 
 # ---- fields as the records type them (a corrupt or hostile pickle can put anything anywhere) ----
+
+def _record(x: Any, field: str) -> dict:
+    """The fields of a tinygrad record held in `field`; InputError naming the field for anything else."""
+    if not isinstance(x, Stub):
+        raise InputError(f"{field} holds {brief(x)}, not a tinygrad record")
+    return x.__dict__
+
 
 def _times(values: Any, field: str, none: bool = True) -> list:
     """ns_column of a field's timestamps; InputError naming the field for one that is not a time."""
