@@ -550,7 +550,7 @@ def test_seeded_mutations(tmp_path: Path):
     files = [SAMPLE / "profile.pkl", SAMPLE / "rewrites.pkl"]
     files += [f for f in (FIXTURES / "tinygrad" / "0.10.3" / "profile.pkl", FIXTURES / "tinygrad" / "0.11.0" /
                           "rewrites.pkl", FIXTURES / "sqtt" / "gfx1200" / "profile_gemm_run_0.pkl") if f.exists()]
-    outcomes, failures = FUZZ.fuzz(files, 80, seed=16, timeout=TIMEOUT, log=False)
+    outcomes, failures = FUZZ.fuzz(files, FUZZ.Settings(80, seed=16, timeout=TIMEOUT, log=False))
     assert len(outcomes) == 80 * len(files)
     assert not failures, [(o.case, p, o.stderr[-300:]) for o, p in failures[:5]]
     assert {o.rc for o in outcomes} == {0, 1}  # some mutations still convert, most are refused
@@ -568,7 +568,8 @@ def test_seeded_object_mutations():
     NaN and infinity, None, shared and deeply nested values) through every command: none fails a check; none ends
     in the wording of an unanticipated error. (Checks in tools/fuzz.py's PENDING are reported there, not here.)"""
     files = _small_inputs()
-    outcomes, failures = FUZZ.fuzz(files, OBJECT_CASES, seed=33, timeout=TIMEOUT, log=False, kinds=("objects",))
+    run = FUZZ.Settings(OBJECT_CASES, seed=33, timeout=TIMEOUT, kinds=("objects",), log=False)
+    outcomes, failures = FUZZ.fuzz(files, run)
     assert len(outcomes) == OBJECT_CASES * len(files)
     assert not failures, [(o.case, o.mode, p, o.stderr[-300:]) for o, p in failures[:5]]
     assert {o.rc for o in outcomes} == {0, 1}  # some still convert (shown as data), some are refused (named)

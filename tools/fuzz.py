@@ -392,23 +392,35 @@ def time_limit(base: float, size: int) -> float:
 KINDS = {"bytes": cases, "objects": object_cases}
 
 
-def fuzz(files: list[Path], n: int, seed: int, timeout: float, log: bool = True, kinds: tuple[str, ...] = ("bytes",),
-         keep: Path | None = None) -> tuple[list[Outcome], list]:
-    """n cases of each kind of mutation per file; returns the outcomes and the failures as (outcome, problems),
-    pending checks left out (`pending` lists them). `keep`: a folder to copy each failing input to."""
+@dataclass(frozen=True)
+class Settings:
+    """A run: `cases` seeded mutations of each kind per file, each under `timeout` s (plus 10 per MB); `log` prints
+    each failure, `keep` (a folder) gets a copy of each failing input."""
+
+    cases: int = 100
+    seed: int = 1
+    timeout: float = 30.0
+    kinds: tuple[str, ...] = ("bytes",)
+    log: bool = True
+    keep: Path | None = None
+
+
+def fuzz(files: list[Path], run: Settings) -> tuple[list[Outcome], list]:
+    """Every case; returns the outcomes and the failures as (outcome, problems), pending checks left out
+    (`pending` lists them)."""
     outcomes, failures = [], []
     with tempfile.TemporaryDirectory(prefix="vizexport-fuzz-") as tmp:
-        for kind in kinds:
-            for label, mode, data in KINDS[kind](files, n, seed):
-                limit = time_limit(timeout, len(data))
+        for kind in run.kinds:
+            for label, mode, data in KINDS[kind](files, run.cases, run.seed):
+                limit = time_limit(run.timeout, len(data))
                 o = run_case(data, mode, Path(tmp), label, limit)
                 outcomes.append(o)
                 if p := o.failing(limit):
                     failures.append((o, p))
-                    if keep is not None:
-                        keep.mkdir(parents=True, exist_ok=True)
-                        (keep / f"fail{len(failures):03d}-{mode}.pkl").write_bytes(data)
-                    if log:
+                    if run.keep is not None:
+                        run.keep.mkdir(parents=True, exist_ok=True)
+                        (run.keep / f"fail{len(failures):03d}-{mode}.pkl").write_bytes(data)
+                    if run.log:
                         print(f"FAIL {label} [{mode}]: {', '.join(p)}\n  {o.stderr.strip()[-400:]}", flush=True)
     return outcomes, failures
 
@@ -438,7 +450,7 @@ def main() -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     t0 = time.perf_counter()
     kinds = tuple(KINDS) if args.kind == "both" else (args.kind,)
-    outcomes, failures = fuzz(files, args.cases, args.seed, args.timeout, kinds=kinds, keep=args.keep)
+    outcomes, failures = fuzz(files, Settings(args.cases, args.seed, args.timeout, kinds, keep=args.keep))
     worst_t = max(outcomes, key=lambda o: o.seconds)
     worst_m = max(outcomes, key=lambda o: o.peak / o.bound)
     rcs = Counter(o.rc for o in outcomes)
