@@ -30,6 +30,7 @@ import vizexport.cli
 from vizexport import pickles
 from vizexport.sqtt.launches import decode_blob, find_launches
 
+from . import repickle
 from . import tinyfake as tf
 from .conftest import FIXTURES, ROOT, run_cli
 
@@ -217,6 +218,25 @@ def test_match_time_that_is_no_time(tmp_path: Path, seconds: float):
     assert vizexport.load_rewrites(case).contexts[0].rewrites[0].matches[0].seconds is None
     r = run_cli("show", case, "-s", "0", "-i", "0", "--json")
     assert r.returncode == 0 and [s["seconds"] for s in _strict_json(r.stdout)["steps"]] == [None]
+
+
+def test_estimates_that_are_no_numbers(tmp_path: Path):
+    """The sample's kernel estimates (KernelInfo.estimates of each View Program) made infinite, NaN and 10**400:
+    the rates of those kernels are not shown ('int too large to convert to float' and the bug wording); the JSON
+    stays JSON."""
+    tree, _ = pickles.load(SAMPLE / "rewrites.pkl")
+    found = [a.__dict__["estimates"] for f in tree.uop_fields.values() if isinstance(a := f[3], pickles.Stub) and
+             a.__dict__.get("estimates") is not None]
+    for est in found:
+        est.ops, est.lds, est.mem = float("inf"), float("nan"), 10**400
+    (bad := tmp_path / "rewrites.pkl").write_bytes(repickle.dumps(tree))
+    rates = {}
+    for rewrites in (SAMPLE / "rewrites.pkl", bad):
+        r = run_cli("top", SAMPLE / "profile.pkl", rewrites, "--json")
+        assert r.returncode == 0, r.stderr
+        rates[rewrites] = {(k["name"], k["gflops"], k["gbs"]) for k in _strict_json(r.stdout)["kernels"]}
+    assert len(found) == 6 and any(g for _, g, _ in rates[SAMPLE / "rewrites.pkl"])
+    assert {(n, None, None) for n, _, _ in rates[SAMPLE / "rewrites.pkl"]} == rates[bad]
 
 
 def test_uop_op_that_is_no_op(tmp_path: Path):

@@ -42,6 +42,11 @@ def text(x: Any) -> str:
     return x if type(x) is str else brief(x)
 
 
+def int64(x: Any) -> int | None:
+    """x if it is a plain int within int64 (what the model's columns hold), else None."""
+    return x if type(x) is int and -INT64 <= x < INT64 else None
+
+
 def plain_value(x: Any) -> int | str | None:
     """x as a plain int or str (stand-ins of either made plain), or None for anything else. An int past int64 (no
     tinygrad value is) becomes its short text: writers keep ints in int64 columns and varints."""

@@ -29,7 +29,7 @@ from ..records import (
     Release,
     Span,
 )
-from .common import DTypeText, as_key, dtype_bits, ns, ns_column, plain_value, sequence, strip_ansi, text
+from .common import DTypeText, as_key, dtype_bits, int64, ns, ns_column, plain_value, sequence, strip_ansi, text
 from .releases import profile_release, uop_leaf, with_override
 
 EMPTY = Release("unknown", "ambiguous", "empty profile: nothing to tell the release by")
@@ -396,7 +396,7 @@ class _Reader:
         d = e.__dict__
         base = d.get("base")
         self.prof.programs.append(Program(text(d.get("device", "")), strip_ansi(text(d.get("name", "")))[0],
-                                          _blob(d.get("lib")), base if type(base) is int else None,
+                                          _blob(d.get("lib")), int64(base),
                                           plain_value(d.get("tag")), _program_key(d.get("profile_key"))))
 
     def device(self, e: Any) -> None:
@@ -415,7 +415,7 @@ class _Reader:
         se, itrace = d.get("se"), d.get("itrace")
         self.prof.captures.append(Capture("sqtt", text(d.get("device", "")), plain_value(d.get("kern")),
                                           _blob(d.get("blob")) or b"", plain_value(d.get("exec_tag")),
-                                          se if type(se) is int else None, None if itrace is None else bool(itrace)))
+                                          int64(se), None if itrace is None else bool(itrace)))
 
     def pmc(self, e: Any) -> None:
         d = e.__dict__
@@ -549,7 +549,8 @@ def _ints(x: Any) -> tuple[int, ...]:
 
 
 def _var_vals(x: Any) -> dict[str, int]:
-    return {k: v for k, v in x.items() if type(k) is str and type(v) is int} if type(x) is dict else {}
+    """A launch's variable values: int64s by name (a wider one would overflow the estimates' float arithmetic)."""
+    return {k: v for k, v in x.items() if type(k) is str and int64(v) is not None} if type(x) is dict else {}
 
 
 def _blob(x: Any) -> bytes | None:
@@ -562,5 +563,5 @@ def _program_key(x: Any) -> bytes | None:
 
 def _pmc_sample(d: dict) -> PMCSample:
     name, block, regsample = (text(d.get(f, "")) for f in ("name", "block", "regsample"))
-    return PMCSample(name, block, *(v if type(v := d.get(f)) is int else 0 for f in PMCSample.__slots__[2:-1]),
+    return PMCSample(name, block, *(int64(d.get(f)) or 0 for f in PMCSample.__slots__[2:-1]),
                      regsample)
