@@ -325,8 +325,8 @@ def cmd_open(args: argparse.Namespace) -> int:
         raise InputError(f"{args.trace}: no such trace file")
     trace = pick_window(args.trace, args.at, args.window)
     if args.trace_processor is not None:
-        return run_trace_processor(args.trace_processor, contained(trace, args.trace.parent),
-                                   browser=not args.no_browser)
+        contained(trace, args.trace.parent)  # a window leading out of the folder is not loaded either
+        return run_trace_processor(args.trace_processor, trace, browser=not args.no_browser)
     serve(trace, args.port, browser=not args.no_browser, timeout=args.timeout, within=args.trace.parent)
     return 0
 
