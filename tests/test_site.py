@@ -123,7 +123,9 @@ def test_open_serves_trace_once(tmp_path: Path, demo_site: Path):
         assert f"https://ui.perfetto.dev/#!/?url=http://127.0.0.1:{port}/trace.pftrace" in line
         for _ in range(50):
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/trace.pftrace") as r:
+                ui = {"Origin": "https://ui.perfetto.dev"}  # the server answers the UI only
+                with urllib.request.urlopen(urllib.request.Request(f"http://127.0.0.1:{port}/trace.pftrace",
+                                                                   headers=ui)) as r:
                     assert r.headers["Access-Control-Allow-Origin"] == "https://ui.perfetto.dev"
                     assert r.read() == trace.read_bytes()
                 break

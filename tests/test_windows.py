@@ -159,7 +159,9 @@ def test_open_at_serves_the_window_holding_that_time(split_run: tuple[Path, Path
         assert w["file"] in proc.stdout.readline()
         for _ in range(50):
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/{w['file']}") as r:
+                ui = {"Origin": "https://ui.perfetto.dev"}  # the server answers the UI only
+                with urllib.request.urlopen(urllib.request.Request(f"http://127.0.0.1:{port}/{w['file']}",
+                                                                   headers=ui)) as r:
                     assert r.read() == (run.parent / "run.windows" / w["file"]).read_bytes()
                 break
             except OSError:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, fields, is_dataclass
 from operator import attrgetter
 from typing import Any, Protocol
 
+INT64 = 1 << 63  # the ints the model keeps (times in ns, sizes, ids) are int64: numpy columns, varints
 OPTIONAL = {"optional": True}  # dataclass field metadata: left out of the JSON form while None
 
 

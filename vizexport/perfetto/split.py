@@ -9,18 +9,24 @@ Everything appears at once when complete (written beside and moved in), or not a
 from __future__ import annotations
 
 import json
+import math
 import os
+import reprlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import InputError
 from ..forks import forked_map
 from ..output import Progress, atomic_folder, write_atomic
+from ..records import INT64
+from ..text import shown
 from ..timeline import Timeline
 from ..windows import OVERVIEW_SLICES, Cutter, Window, overview, plan
 from . import GZ, write_trace, writer_for
 from .proto import PARALLEL_MIN
 
 INDEX = "index.json"
+INDEX_VALUE_CHARS = 80  # of a value an error quotes from a malformed index
 OVERVIEW = "overview"  # its name in the folder while the parts are written
 
 
@@ -30,6 +36,11 @@ class Split:
     folder: Path
     windows: list[Window]
     bytes: int
+
+
+def _value(x: object) -> str:
+    """A JSON value of the index as a short text (a hand-edited index may hold anything)."""
+    return shown(reprlib.repr(x), INDEX_VALUE_CHARS)
 
 
 def windows_folder(path: Path) -> Path:
@@ -81,6 +92,47 @@ def write_split(tl: Timeline, path: Path, window_events: int, compress: bool = T
 
 
 def read_index(trace: Path) -> dict | None:
-    """The windows index beside a trace written by write_split (None if it was written whole)."""
+    """The windows index beside a trace written by write_split (None if it was written whole). It is checked as
+    input (a trace's folder may come from someone else): InputError naming it unless every window names a plain
+    file in the windows folder and gives integer times."""
     index = windows_folder(trace) / INDEX
-    return json.loads(index.read_text()) if index.is_file() else None
+    if not index.is_file():
+        return None
+    try:
+        data = json.loads(index.read_bytes())
+    except (ValueError, RecursionError) as e:  # bad JSON or UTF-8, or nested past the parser's stack
+        raise InputError(f"{index}: not a windows index (not JSON: {e})") from None  # our words, not its
+    _check_index(index, data)
+    return data
+
+
+def _check_index(index: Path, data: object) -> None:
+    if type(data) is not dict or type(data.get("windows")) is not list:
+        raise InputError(f"{index}: not a windows index (no list of windows)")
+    if not _whole(data.get("t0_ns")):
+        raise InputError(f"{index}: t0_ns is {_value(data.get('t0_ns'))}, not a time in ns")
+    for k, w in enumerate(data["windows"]):
+        if type(w) is not dict:
+            raise InputError(f"{index}: window {k} is {_value(w)}, not a window")
+        name = w.get("file")
+        if not plain_name(name):
+            raise InputError(f"{index}: window {k} names {_value(name)}, not a file in {index.parent.name}{os.sep} "
+                             "(refused)")
+        bad = next((f for f in ("start_ns", "end_ns", "events") if not _whole(w.get(f))), None) or \
+            next((f for f in ("start_s", "end_s") if not _number(w.get(f))), None)
+        if bad is not None:
+            raise InputError(f"{index}: window {k}'s {bad} is {_value(w.get(bad))}, not a number of its kind")
+
+
+def plain_name(name: object) -> bool:
+    """A file name with no folder part (nothing that could lead out of the folder that holds it)."""
+    return type(name) is str and name not in ("", ".", "..") and not {"/", "\\", "\0"} & set(name)
+
+
+def _whole(x: object) -> bool:
+    return type(x) is int and -INT64 <= x < INT64
+
+
+
+def _number(x: object) -> bool:
+    return type(x) in (int, float) and math.isfinite(x)

@@ -57,7 +57,7 @@ class EnumValue(int, metaclass=StandInType):
     _enum = "?"
 
     def __repr__(self) -> str:
-        return f"{self._enum}({int(self)})"
+        return f"{self._enum}({int_text(self)})"
 
     def __reduce__(self) -> tuple:
         return _remade, (self._qualname, int(self))
@@ -133,6 +133,16 @@ SAFE_GLOBALS: dict[tuple[str, str], Any] = {
 INERT_GLOBALS = {("itertools", "repeat")}
 
 
+INT_TEXT_BITS = 4096  # ints wider are shown by their size: Python writes at most 4,300 digits (14,284 bits)
+
+
+def int_text(x: int) -> str:
+    """An int as text; one too wide to write out (a pickle can hold any) as its size."""
+    if x.bit_length() > INT_TEXT_BITS:
+        return f"<{'-' if x < 0 else ''}int of {x.bit_length():,} bits>"
+    return str(int(x))
+
+
 class _Brief(reprlib.Repr):
     """repr bounded in depth, width and length: a pickle's shared structures would otherwise print for minutes."""
 
@@ -152,6 +162,9 @@ class _Brief(reprlib.Repr):
                       if k != "_args"]
             return f"<{x._qualname}({', '.join(parts)})>"
         return super().repr1(x, level)
+
+    def repr_int(self, x: int, level: int) -> str:
+        return super().repr_int(x, level) if x.bit_length() <= INT_TEXT_BITS else int_text(x)
 
 
 _BRIEF = _Brief()

@@ -9,8 +9,8 @@ import struct
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from ..pickles import EnumValue, FloatStub, Stub, class_name
-from .common import DTypeText, strip_ansi
+from ..pickles import EnumValue, FloatStub, Stub, class_name, int_text
+from .common import DTypeText, strip_ansi, text
 from .releases import enum_table
 
 DTYPES = {"DType", "PtrDType", "ImageDType"}
@@ -121,7 +121,7 @@ class ArgText:
         if isinstance(x, float):
             return _float(x)
         if isinstance(x, int):
-            return str(x)
+            return int_text(x)
         if isinstance(x, str):
             return repr(strip_ansi(x)[0]) if depth else strip_ansi(x)[0]
         if isinstance(x, (bytes, bytearray)):
@@ -167,7 +167,7 @@ class ArgText:
 def _param(t: ArgText, x: Stub, d: dict) -> str:
     parts = [f"#{d.get('slot')}"] if d.get("slot") is not None else []
     if d.get("name"):
-        parts.append(str(d["name"]))
+        parts.append(text(d["name"]))
     if d.get("device") is not None:
         parts.append(t.short(d["device"], 1).strip("'"))
     if d.get("vmin_vmax") is not None:
@@ -176,13 +176,13 @@ def _param(t: ArgText, x: Stub, d: dict) -> str:
 
 
 def _named(t: ArgText, x: Stub, d: dict) -> str:
-    name = strip_ansi(str(d.get("name") or ""))[0]
+    name = strip_ansi(text(d.get("name") or ""))[0]
     opts = d.get("applied_opts") or ()
     return f"{name} ({len(opts)} opts)" if opts else name or class_name(x)
 
 
 def _program(t: ArgText, x: Stub, d: dict) -> str:
-    name = strip_ansi(str(d.get("name") or ""))[0]
+    name = strip_ansi(text(d.get("name") or ""))[0]
     gs, ls = d.get("global_size"), d.get("local_size")
     return f"{name} g{t.short(gs, 1)} l{t.short(ls, 1)}" if gs is not None else name
 
@@ -219,5 +219,5 @@ _STUBS: dict[str, Callable[[ArgText, Stub, dict], str]] = {
     "Kernel": _kernel, "BasicBlock": _block, "BasicBlock2": _block, "BufferizeOpts": _bufferize, "CallInfo": _call,
     "InvalidType": lambda t, x, d: "Invalid", "UOp": lambda t, x, d: t.uop(x),
     "View": lambda t, x, d: f"view {t.short(d.get('shape'), 1)}",
-    "Target": lambda t, x, d: str(d.get("device") or "target"),
+    "Target": lambda t, x, d: text(d.get("device") or "target"),
 }

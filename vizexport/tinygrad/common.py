@@ -1,6 +1,7 @@
 """Small conversions shared by the profile and rewrites readers."""
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
 from decimal import Decimal
@@ -8,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from ..pickles import brief, class_name
-from ..records import Key
+from ..pickles import brief, class_name, int_text
+from ..records import INT64, Key
 from .releases import dtype_names, enum_table
 
 _SGR = re.compile(r"\x1b\[([0-9;]*)m")
@@ -41,16 +42,19 @@ def text(x: Any) -> str:
     return x if type(x) is str else brief(x)
 
 
+def int64(x: Any) -> int | None:
+    """x if it is a plain int within int64 (what the model's columns hold), else None."""
+    return x if type(x) is int and -INT64 <= x < INT64 else None
+
+
 def plain_value(x: Any) -> int | str | None:
-    """x as a plain int or str (stand-ins of either made plain), or None for anything else."""
-    if type(x) in (int, str, bool):
+    """x as a plain int or str (stand-ins of either made plain), or None for anything else. An int past int64 (no
+    tinygrad value is) becomes its short text: writers keep ints in int64 columns and varints."""
+    if type(x) in (str, bool):
         return x
     if isinstance(x, int):
-        return int(x)
+        return int(x) if -INT64 <= x < INT64 else int_text(x)
     return str(x) if isinstance(x, str) else None
-
-
-NS_LIMIT = 1 << 63  # timestamps are int64 ns downstream (numpy columns, varints)
 
 
 def ns(us: Any) -> int:
@@ -58,7 +62,7 @@ def ns(us: Any) -> int:
     (see pickles.DECIMAL_TEXT); the usual '123.456' form is parsed without building a Decimal. Anything but a
     number or its text, or a time beyond int64 ns, raises ValueError."""
     v = _ns(us)
-    if -NS_LIMIT <= v < NS_LIMIT:
+    if -INT64 <= v < INT64:
         return v
     raise ValueError(f"timestamp out of range: {brief(us)} µs")
 
@@ -76,23 +80,32 @@ def _ns(us: Any) -> int:
                 return int(whole + frac + _PAD[len(frac)])
             except ValueError:
                 pass
-        us = Decimal(us)  # exponent form or sub-ns digits: exact rounding
+        try:
+            us = Decimal(us)  # exponent form or sub-ns digits: exact rounding
+        except ArithmeticError:  # decimal.InvalidOperation: not a number's text
+            raise ValueError(f"not a timestamp: {brief(us)}") from None
     if type(us) is Decimal:
-        v = us.scaleb(3).to_integral_value()
-        if not v.is_finite() or v.adjusted() > 19:  # before int(): '1e999999999' would make a billion digits
+        if not us.is_finite():
+            raise ValueError(f"not a timestamp: {us}")
+        if us.adjusted() > 19:  # before int(): '1e999999999' would make a billion digits
             raise ValueError(f"timestamp out of range: {brief(str(us))} µs")
-        return int(v)
-    if type(us) not in (int, float) or us != us or us in (float("inf"), float("-inf")):
-        raise ValueError(f"not a timestamp: {brief(us)}")
-    return round(us * 1000)
+        return int(us.scaleb(3).to_integral_value())
+    if type(us) is int:
+        return us * 1000
+    if type(us) is float and math.isfinite(v := us * 1000):
+        return round(v)
+    raise ValueError(f"not a timestamp: {brief(us)}")
 
 
-def ns_column(texts: Iterable) -> list[int | None]:
-    """`ns` of each timestamp (None stays None), the usual exactly-ns texts parsed in bulk."""
+def ns_column(texts: Iterable, none: bool = True) -> list[int | None]:
+    """`ns` of each timestamp (None stays None; with none=False it raises ValueError), the usual exactly-ns texts
+    parsed in bulk."""
     texts = list(texts)
     if (out := _exact_ns(texts)) is not None:
         return out
     if None in texts:  # e.g. ranges that never ended: the others may still go in bulk
+        if not none:
+            raise ValueError("None, not a timestamp")
         present = [x for x in texts if x is not None]
         if (out := _exact_ns(present)) is not None:
             it = iter(out)
@@ -153,7 +166,7 @@ def traceback(tb: Any) -> tuple[tuple[str, int, str, str], ...] | None:
     """A TracingKey's Python traceback as (file, line, function, code) entries; other entries are left out."""
     if type(tb) not in (tuple, list):
         return None
-    return tuple((text(f), line if type(line) is int else -1, text(fn), text(code))
+    return tuple((text(f), line if type(line) is int and 0 <= line < INT64 else -1, text(fn), text(code))
                  for f, line, fn, code in (e for e in tb if type(e) in (tuple, list) and len(e) == 4))
 
 
@@ -210,9 +223,14 @@ OLD_VEC = frozenset(("0.10.0", "0.10.1", "0.10.2", "0.10.3", "0.11.0"))
 LOCAL_PTR = frozenset(("0.10.1", "0.10.2", "0.10.3"))
 
 
+MAX_DTYPE_BITS = 1 << 20  # one element of a dtype (a vector of them too) is narrower: wider is a corrupt DType
+
+
 def dtype_bits(dt: Any, bitsize: bool) -> int:
-    """Size of one element in bits; `bitsize` says whether the pickle stored bits (>= 0.12) or bytes."""
+    """Size of one element in bits; `bitsize` says whether the pickle stored bits (>= 0.12) or bytes. 0 where the
+    DType gives no size, or one no dtype has (negative, or past MAX_DTYPE_BITS): an unknown size."""
     args = getattr(dt, "_args", ())
-    if len(args) < 2 or not isinstance(args[1], int):
+    if len(args) < 2 or type(args[1]) is not int:
         return 0
-    return args[1] if bitsize else args[1] * 8
+    bits = args[1] if bitsize else args[1] * 8
+    return bits if 0 <= bits <= MAX_DTYPE_BITS else 0

@@ -80,6 +80,17 @@ class Estimates:
         """GFLOPS and GB/s for one launch (only the figures that evaluate)."""
         if ctx.cost is None or seconds <= 0:
             return {}
-        ops, lds, mem = ctx.cost.figures(var_vals)
+        ops, lds, mem = map(_figure, ctx.cost.figures(var_vals))
         return {label: round(v / seconds * 1e-9, 3) for label, v in ((ARG_GFLOPS, ops), (ARG_GBS_MEM, mem),
                                                                       (ARG_GBS_LDS, lds)) if v is not None}
+
+
+MAX_FIGURE = 1e30  # FLOPs or bytes of one launch: real kernels are far below, a crafted trace's may be anything
+
+
+def _figure(v: Any) -> float | None:
+    """A count as a float, or None (not shown) for one that is no number, NaN, infinite or past MAX_FIGURE: a rate
+    of it would be infinite in the trace and in JSON, or overflow float."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    return float(v) if -MAX_FIGURE < v < MAX_FIGURE else None

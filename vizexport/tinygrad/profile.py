@@ -12,8 +12,9 @@ import numpy as np
 
 from .. import pickles
 from ..gcpause import gc_paused
-from ..pickles import InputError, StandInType, class_name, qualname, streaming
+from ..pickles import InputError, StandInType, Stub, brief, class_name, qualname, streaming
 from ..records import (
+    INT64,
     Alloc,
     Capture,
     DeviceInfo,
@@ -28,7 +29,7 @@ from ..records import (
     Release,
     Span,
 )
-from .common import DTypeText, as_key, dtype_bits, ns, ns_column, plain_value, sequence, strip_ansi, text
+from .common import DTypeText, as_key, dtype_bits, int64, ns, ns_column, plain_value, sequence, strip_ansi, text
 from .releases import profile_release, uop_leaf, with_override
 
 EMPTY = Release("unknown", "ambiguous", "empty profile: nothing to tell the release by")
@@ -74,6 +75,8 @@ _LAYOUT_ERRORS = (AttributeError, TypeError, ValueError, KeyError, IndexError, A
 
 
 def _layout_error(path: str, e: Exception) -> InputError:
+    if isinstance(e, KeyError) and e.args:
+        return InputError(f"{path}: an event without its field {brief(e.args[0])}; unknown tinygrad release?")
     return InputError(f"{path}: unexpected event layout ({type(e).__name__}: {e}); unknown tinygrad release?")
 
 
@@ -85,6 +88,8 @@ def profile_from(obj: Any, classes: set[str], path: str, tinygrad_version: str |
     reader = _Reader(path)
     try:
         reader.feed(obj)
+    except InputError as e:  # a field the reader refuses, named
+        raise InputError(f"{path}: {e}") from None
     except _LAYOUT_ERRORS as e:
         raise _layout_error(path, e) from None
     return _finish(reader, classes, path, tinygrad_version)
@@ -196,8 +201,8 @@ class _Reader:
                  "ProfilePMAEvent": self.pma}
         name = qualname(e)
         if name:
-            ents = e.__dict__.get("ents") if name.endswith(".ProfileGraphEvent") else None
-            self.fields[name] = (tuple(e.__dict__), tuple(ents[0].__dict__) if ents else None)
+            ents = sequence(e.__dict__.get("ents")) if name.endswith(".ProfileGraphEvent") else None
+            self.fields[name] = (tuple(e.__dict__), tuple(getattr(ents[0], "__dict__", ())) if ents else None)
         h = self.handlers[type(e)] = names.get(name.rsplit(".", 1)[-1], self.unknown)
         return h
 
@@ -213,10 +218,14 @@ class _Reader:
         prof.release, prof.n_events = with_override(release, override), self.n
         bitsize = prof.release.name not in ("0.10.1", "0.10.2", "0.10.3", "0.11.0")
         dtype_text = DTypeText(prof.release.name)
+        total = 0
         for a, dt, in_elements in self.allocs:
             a.dtype = dtype_text(dt)
             if in_elements:
                 a.nbytes = min(a.count, 10**12) * dtype_bits(dt, bitsize) // 8
+            total += a.nbytes
+        if total >= INT64:  # live bytes, at most all of them, are int64 counters
+            raise InputError(f"its allocations (ProfilePointEvent alloc) add up to {total:,} bytes, past int64")
         self._apply_offsets()
         self.leaf_events, self.allocs = [], []
         return prof
@@ -327,8 +336,8 @@ class _Reader:
         """The Spans of the ranges read since the last call, in their places, with all their timestamps parsed at
         once (ns_column parses in bulk; graph batches split the ranges into groups too small for it)."""
         groups, self.unparsed = self.unparsed, []
-        sts = ns_column(chain.from_iterable(g[3] for g in groups))
-        ens = ns_column(chain.from_iterable(g[4] for g in groups))
+        sts = _times(chain.from_iterable(g[3] for g in groups), "ProfileRangeEvent.st", none=False)
+        ens = _times(chain.from_iterable(g[4] for g in groups), "ProfileRangeEvent.en")
         if self.columns is not None:
             places = list(chain.from_iterable(range(g[0], g[0] + len(g[2])) for g in groups))
             self.columns.add(places, *(list(chain.from_iterable(g[i] for g in groups)) for i in (1, 2)), sts, ens,
@@ -350,8 +359,8 @@ class _Reader:
         if type(key) is not int:
             key = plain_value(key)
         if kind == "alloc" and type(arg) is dict:
-            count, dt, nbytes = _count(arg.get("sz") or 0), arg.get("dtype"), arg.get("nbytes")
-            arg = Alloc(0 if nbytes is None else _count(nbytes), "", count)
+            count, dt, nbytes = _count(arg.get("sz") or 0, "sz"), arg.get("dtype"), arg.get("nbytes")
+            arg = Alloc(0 if nbytes is None else _count(nbytes, "nbytes"), "", count)
             self.allocs.append((arg, dt, nbytes is None))
         elif kind == "exec" and type(arg) is dict:
             name, color = _clean_name(text(arg.get("name", "")))
@@ -361,18 +370,22 @@ class _Reader:
         elif kind == "marker" and type(arg) is dict:
             color = arg.get("color")
             arg = Marker(_clean_name(text(arg.get("name", "")))[0], None if color is None else text(color))
-        self.prof.points.append(Point(device, kind, ns(d["ts"]), key, arg))
+        try:
+            ts = ns(d["ts"])
+        except ValueError as e:
+            raise InputError(f"ProfilePointEvent.ts: {e}") from None
+        self.prof.points.append(Point(device, kind, ts, key, arg))
 
     def graph(self, e: Any) -> None:
         self._read_ranges()  # entries are indexed in prof.spans: the ranges before them come first
         d, spans = e.__dict__, self.prof.spans
-        sigs = [ns(s) for s in sequence(d.get("sigs"))]
+        sigs = _times(sequence(d.get("sigs")), "ProfileGraphEvent.sigs", none=False)
         first = len(spans)
         ents = sequence(d.get("ents"))
         for ent in ents:
-            x = ent.__dict__
-            spans.append(Span(text(x["device"]), self.key(x.get("name", "")), sigs[_index(x["st_id"], sigs)],
-                              sigs[_index(x["en_id"], sigs)], _program_key(x.get("profile_key")),
+            x = _record(ent, "ProfileGraphEvent.ents")
+            spans.append(Span(text(x["device"]), self.key(x.get("name", "")), sigs[_index(x["st_id"], sigs, "st_id")],
+                              sigs[_index(x["en_id"], sigs, "en_id")], _program_key(x.get("profile_key")),
                               len(self.prof.graphs), bool(x.get("is_copy", False))))
         device = spans[first].device if len(spans) > first else ""
         deps = [[i for i in (x if type(x) in (list, tuple) else (x,)) if type(i) is int and 0 <= i < len(ents)]
@@ -383,15 +396,15 @@ class _Reader:
         d = e.__dict__
         base = d.get("base")
         self.prof.programs.append(Program(text(d.get("device", "")), strip_ansi(text(d.get("name", "")))[0],
-                                          _blob(d.get("lib")), base if type(base) is int else None,
+                                          _blob(d.get("lib")), int64(base),
                                           plain_value(d.get("tag")), _program_key(d.get("profile_key"))))
 
     def device(self, e: Any) -> None:
         d = e.__dict__
         if "tdiff" in d or "comp_tdiff" not in d:  # >= 0.13: one offset; <= 0.12: compute and copy offsets
-            comp = copy = ns(d.get("tdiff") or 0)
+            comp = copy = _offset(d, "tdiff")
         else:
-            comp, copy = ns(d.get("comp_tdiff") or 0), ns(d.get("copy_tdiff") or 0)
+            comp, copy = _offset(d, "comp_tdiff"), _offset(d, "copy_tdiff")
         device, props = text(d["device"]), d.get("props")
         self.offsets[device] = (comp, copy)
         props = {text(k): plain_value(v) for k, v in props.items()} if type(props) is dict else None
@@ -402,11 +415,11 @@ class _Reader:
         se, itrace = d.get("se"), d.get("itrace")
         self.prof.captures.append(Capture("sqtt", text(d.get("device", "")), plain_value(d.get("kern")),
                                           _blob(d.get("blob")) or b"", plain_value(d.get("exec_tag")),
-                                          se if type(se) is int else None, None if itrace is None else bool(itrace)))
+                                          int64(se), None if itrace is None else bool(itrace)))
 
     def pmc(self, e: Any) -> None:
         d = e.__dict__
-        sched = [_pmc_sample(s.__dict__) for s in sequence(d.get("sched"))]
+        sched = [_pmc_sample(_record(s, "ProfilePMCEvent.sched")) for s in sequence(d.get("sched"))]
         self.prof.captures.append(Capture("pmc", text(d.get("device", "")), plain_value(d.get("kern")),
                                           _blob(d.get("blob")) or b"", plain_value(d.get("exec_tag")), sched=sched))
 
@@ -496,15 +509,38 @@ def _decoded(table: list, codes: np.ndarray) -> list:
 
 # ---- fields as the records type them (a corrupt or hostile pickle can put anything anywhere) ----
 
-def _count(x: Any) -> int:
-    if type(x) is not int or x < 0:
-        raise ValueError(f"a size that is not a count: {text(x)}")
+def _record(x: Any, field: str) -> dict:
+    """The fields of a tinygrad record held in `field`; InputError naming the field for anything else."""
+    if not isinstance(x, Stub):
+        raise InputError(f"{field} holds {brief(x)}, not a tinygrad record")
+    return x.__dict__
+
+
+def _times(values: Any, field: str, none: bool = True) -> list:
+    """ns_column of a field's timestamps; InputError naming the field for one that is not a time."""
+    try:
+        return ns_column(values, none)
+    except ValueError as e:
+        raise InputError(f"{field}: {e}") from None
+
+
+def _offset(d: dict, field: str) -> int:
+    try:
+        return ns(d.get(field) or 0)
+    except ValueError as e:
+        raise InputError(f"ProfileDeviceEvent.{field}: {e}") from None
+
+
+def _count(x: Any, field: str) -> int:
+    """An alloc's size (elements or bytes): a count within int64 (a buffer's bytes add up in int64 counters)."""
+    if type(x) is not int or not 0 <= x < INT64:
+        raise InputError(f"ProfilePointEvent alloc: its {field} is {brief(x)}, not a count")
     return x
 
 
-def _index(x: Any, into: list) -> int:
+def _index(x: Any, into: list, field: str) -> int:
     if type(x) is not int or not 0 <= x < len(into):
-        raise ValueError(f"a signal index out of range: {text(x)}")
+        raise InputError(f"ProfileGraphEntry.{field} is {brief(x)}, not one of the graph's {len(into)} signals")
     return x
 
 
@@ -513,7 +549,8 @@ def _ints(x: Any) -> tuple[int, ...]:
 
 
 def _var_vals(x: Any) -> dict[str, int]:
-    return {k: v for k, v in x.items() if type(k) is str and type(v) is int} if type(x) is dict else {}
+    """A launch's variable values: int64s by name (a wider one would overflow the estimates' float arithmetic)."""
+    return {k: v for k, v in x.items() if type(k) is str and int64(v) is not None} if type(x) is dict else {}
 
 
 def _blob(x: Any) -> bytes | None:
@@ -526,5 +563,5 @@ def _program_key(x: Any) -> bytes | None:
 
 def _pmc_sample(d: dict) -> PMCSample:
     name, block, regsample = (text(d.get(f, "")) for f in ("name", "block", "regsample"))
-    return PMCSample(name, block, *(v if type(v := d.get(f)) is int else 0 for f in PMCSample.__slots__[2:-1]),
+    return PMCSample(name, block, *(int64(d.get(f)) or 0 for f in PMCSample.__slots__[2:-1]),
                      regsample)

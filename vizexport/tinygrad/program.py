@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..pickles import EnumValue, class_name
+from ..pickles import EnumValue, Stub, class_name, int_text
 from ..records import Rewrite, UOpRec
 from .args import DTYPES, ArgText
 
@@ -90,7 +90,9 @@ def _repr(x: Any, text: ArgText, depth: int) -> str:
         return float.__repr__(x)
     if isinstance(x, EnumValue):
         return text.enum(x)
-    if x is None or isinstance(x, (bool, int, str, bytes)):
+    if isinstance(x, int) and not isinstance(x, bool):
+        return int_text(x)
+    if x is None or isinstance(x, (bool, str, bytes)):
         return repr(x)
     if class_name(x) in DTYPES:
         return "dtypes." + text.dtype(x)
@@ -101,6 +103,8 @@ def _repr(x: Any, text: ArgText, depth: int) -> str:
     if isinstance(x, dict):
         return "{" + ", ".join(f"{_repr(k, text, depth + 1)}: {_repr(v, text, depth + 1)}"
                                for k, v in list(x.items())[:MAX_ITEMS]) + "}"
+    if not isinstance(x, Stub):  # a set, or a stand-in of Python's (itertools.repeat)
+        return type(x).__name__
     shown = list(vars(x).items())[:MAX_ITEMS]
     if class_name(x) == "ParamArg":  # its own repr: slot and dtype, then the fields that differ from their default
         args = [_repr(v, text, depth + 1) for _, v in shown[:2]]

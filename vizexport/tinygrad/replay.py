@@ -20,11 +20,10 @@ from functools import partial
 from itertools import repeat
 from typing import Any
 
-from ..pickles import Stub
+from ..pickles import Stub, brief, int_text
 from ..records import GraphStep, Match, Rewrite, RewriteLog, RewriteSteps, StepGraphs, UOpRec
 from ..walks import BudgetError, CycleError, post_order
 from .args import ArgText, arg_key
-from .common import text
 from .look import ERROR_OP, NodeLook
 from .releases import enum_table
 
@@ -234,8 +233,8 @@ class Nodes(NodeLook):
         for x in order:
             a = x._args
             if not a or not isinstance(a[0], int):
-                raise ReplayError(f"a UOp inside an argument has no op: {text(x)}")
-            op = self._ops.get(int(a[0]), f"Ops({int(a[0])})")
+                raise ReplayError(f"a UOp inside an argument has no op: {brief(x)}")
+            op = self._ops.get(int(a[0]), f"Ops({int_text(a[0])})")
             n = self.make(op, self.text_of.dtype(a[1]) if len(a) > 1 else "void",
                           tuple(done[id(s)][1] for s in _stub_src(x)),
                           a[3] if len(a) > 3 else None, a[4] if len(a) > 4 and self._tags else None)
@@ -249,7 +248,7 @@ class Nodes(NodeLook):
 
 def _stub_src(u: Stub) -> tuple:
     if not isinstance(u, Stub) or (len(u._args) > 2 and type(u._args[2]) is not tuple):
-        raise ReplayError(f"a UOp inside an argument has a source that is not a UOp: {text(u)}")
+        raise ReplayError(f"a UOp inside an argument has a source that is not a UOp: {brief(u)}")
     return u._args[2] if len(u._args) > 2 else ()
 
 

@@ -5,6 +5,7 @@ pickles hold UOp objects, which are numbered here by identity (the pickle memo k
 """
 from __future__ import annotations
 
+import math
 import os
 from itertools import chain
 from pathlib import Path
@@ -12,8 +13,8 @@ from typing import Any
 
 from .. import pickles
 from ..gcpause import gc_paused
-from ..pickles import InputError, class_name
-from ..records import Context, Key, Match, Release, Rewrite, RewriteLog, UOpRec
+from ..pickles import InputError, Stub, brief, class_name
+from ..records import INT64, Context, Key, Match, Release, Rewrite, RewriteLog, UOpRec
 from ..walks import BudgetError, CycleError, post_order
 from .common import DTypeText, as_key, sequence, text
 from .estimates import context_cost
@@ -61,16 +62,32 @@ def _layout(obj: Any) -> tuple[list, list, dict | None]:
     if isinstance(obj, list):  # 0.10.0: [(key, [TrackedRewriteContext])]
         if obj and not all(isinstance(x, tuple) and len(x) == 2 for x in obj):
             raise InputError("not a tinygrad rewrites trace (a list, but not of (key, contexts) pairs: a profile?)")
-        return [k for k, _ in obj], [list(c) for _, c in obj], None
-    if isinstance(obj, tuple) and len(obj) in (2, 3) and all(isinstance(x, list) for x in obj[:2]):
-        return list(obj[0]), [list(c) for c in obj[1]], (obj[2] if len(obj) == 3 else None)
-    if class_name(obj) == "RewriteTrace":
+        keys, lists, fields = [k for k, _ in obj], [c for _, c in obj], None
+    elif isinstance(obj, tuple) and len(obj) in (2, 3) and all(isinstance(x, list) for x in obj[:2]):
+        keys, lists, fields = obj[0], obj[1], (obj[2] if len(obj) == 3 else None)
+    elif class_name(obj) == "RewriteTrace":
         d = obj.__dict__
-        return list(d.get("keys") or ()), [list(c) for c in d.get("rewrites") or ()], d.get("uop_fields") or {}
-    raise InputError(f"not a tinygrad rewrites trace ({class_name(obj) or type(obj).__name__} at top level)")
+        keys, lists, fields = sequence(d.get("keys")), sequence(d.get("rewrites")), d.get("uop_fields") or {}
+    else:
+        raise InputError(f"not a tinygrad rewrites trace ({class_name(obj) or type(obj).__name__} at top level)")
+    if fields is not None and type(fields) is not dict:
+        raise InputError(f"its uop_fields are {brief(fields)}, not a table of UOps")
+    return list(keys), [_rewrites(c, k) for k, c in enumerate(lists)], fields
+
+
+def _rewrites(c: Any, k: int) -> list:
+    """Context k's rewrites: tinygrad records (TrackedGraphRewrite, or 0.10.0's TrackedRewriteContext)."""
+    if type(c) not in (list, tuple):
+        raise InputError(f"the rewrites of context {k} are {brief(c)}, not a list")
+    bad = next((i for i, r in enumerate(c) if not isinstance(r, Stub)), None)
+    if bad is not None:
+        raise InputError(f"rewrite {bad} of context {k} is {brief(c[bad])}, not a tinygrad rewrite")
+    return list(c)
 
 
 EDGE_BUDGET_MIN = 1 << 20
+MAX_OP = 1 << 16  # Ops are numbered from 1 (about 100 of them): past this, not an Ops value
+MAX_DEPTH = 1 << 16  # rewrites nest a few deep: past this, not a depth
 
 
 def edge_budget(path: str) -> int:
@@ -91,13 +108,16 @@ class _UOpTable:
         self.budget = budget  # source references left (edge_budget)
         self.ids: dict[int, int] = {}  # id(UOp stand-in) → table id (0.10.x)
         self.raw: dict[int, tuple] = dict(fields) if fields else {}
+        bad = next((i for i, f in self.raw.items() if not _uop_fields(f)), None)
+        if bad is not None:
+            raise InputError(f"uop_fields[{brief(bad)}] is {brief(self.raw[bad])}, not (op, dtype, sources, arg, …)")
         self.uops: dict[int, UOpRec] = {}
 
     def add_rewrite(self, r: Any) -> None:
         if self.fields is not None:
             return
         self.ref(r.__dict__.get("sink"))
-        for m in sequence(r.__dict__.get("matches")):
+        for m in map(_match_tuple, sequence(r.__dict__.get("matches"))):
             self.ref(m[0])
             if len(m) > 1:
                 self.ref(m[1])
@@ -122,12 +142,20 @@ class _UOpTable:
         ops, dtype_text, raw = enum_table(release.name), DTypeText(release.name), self.raw
         if sum(map(len, (f[2] for f in raw.values()))) > self.budget:
             raise BudgetError("the UOp table holds more source references than its budget")
-        if not {int}.issuperset(map(type, chain(raw, chain.from_iterable(f[2] for f in raw.values())))):
-            bad = next(i for i, f in raw.items() if type(i) is not int or not all(type(s) is int for s in f[2]))
-            raise ValueError(f"UOp {text(bad)} has a non-integer id or source")
+        ids = list(chain(raw, chain.from_iterable(f[2] for f in raw.values())))
+        if not {int}.issuperset(map(type, ids)) or (ids and not -INT64 <= min(ids) <= max(ids) < INT64):
+            bad = next(i for i, f in raw.items() if not all(map(_uop_id, (i, *f[2]))))
+            raise InputError(f"UOp {brief(bad)} has an id or source that is not an int64 id")
+        if not all(isinstance(f[0], int) and 0 <= f[0] < MAX_OP for f in raw.values()):
+            bad = next(i for i, f in raw.items() if not (isinstance(f[0], int) and 0 <= f[0] < MAX_OP))
+            raise InputError(f"UOp {bad}: its op is {brief(raw[bad][0])}, not an Ops number")
         names = {op: ops.get(op, f"Ops({op})") for op in {int(f[0]) for f in raw.values()}}
         self.uops.update((i, UOpRec(op := int(f[0]), names[op], dtype_text(f[1]), tuple(f[2]), f[3],
                                     f[4] if len(f) > 4 else None)) for i, f in raw.items())
+
+
+def _uop_id(x: Any) -> bool:
+    return type(x) is int and -INT64 <= x < INT64
 
 
 def _rewrite_name(name: Any, loc: tuple[str, int] | None) -> str:
@@ -137,11 +165,16 @@ def _rewrite_name(name: Any, loc: tuple[str, int] | None) -> str:
     return f"graph_rewrite {loc[0].replace(chr(92), '/').rsplit('/', 1)[-1]}:{loc[1]}" if loc else "graph_rewrite"
 
 
+def _uop_fields(f: Any) -> bool:
+    """A UOp table entry: (op, dtype, source ids, arg[, tag[, metadata]])."""
+    return type(f) in (tuple, list) and len(f) >= 4 and type(f[2]) in (tuple, list)
+
+
 def _uop_src(u: Any) -> tuple:
-    src = u._args[2]
-    if type(src) is not tuple:
-        raise ValueError(f"a UOp whose sources are not a tuple: {text(src)}")
-    return src
+    """A 0.10.x UOp's sources (its REDUCE arguments: op, dtype, sources, arg[, tag])."""
+    if class_name(u) != "UOp" or len(u._args) < 4 or type(u._args[2]) is not tuple:
+        raise InputError(f"a UOp of the trace is {brief(u)}, not a UOp (op, dtype, sources, arg)")
+    return u._args[2]
 
 
 def _loc(x: Any) -> tuple[str, int] | None:
@@ -157,10 +190,27 @@ def _pattern_loc(p: Any) -> tuple[str, int] | None:
     return _loc(p)
 
 
-def _match(m: tuple, table: _UOpTable) -> Match:
-    secs = m[3] if len(m) > 3 and isinstance(m[3], float) else None
+def _match_tuple(m: Any) -> tuple | list:
+    if type(m) not in (tuple, list) or not m:
+        raise InputError(f"a match is {brief(m)}, not (before, after, pattern, seconds)")
+    return m
+
+
+def _match(m: Any, table: _UOpTable) -> Match:
+    m = _match_tuple(m)
     return Match(table.ref(m[0]), table.ref(m[1]) if len(m) > 1 else None, _pattern_loc(m[2]) if len(m) > 2 else None,
-                 secs)
+                 _seconds(m[3]) if len(m) > 3 else None)
+
+
+def _depth(x: Any) -> int:
+    """A rewrite's nesting depth (0 for anything but a small non-negative int)."""
+    return x if type(x) is int and 0 <= x < MAX_DEPTH else 0
+
+
+def _seconds(x: Any) -> float | None:
+    """The time a match took, or None (unknown) for anything but a finite, non-negative float: an infinite or NaN
+    time would reach JSON (manifest, `show --json`) as a value JSON has not."""
+    return float(x) if isinstance(x, float) and 0 <= x < math.inf else None
 
 
 def _context(key: Any, rewrites: list, table: _UOpTable, release: str) -> Context:
@@ -169,7 +219,7 @@ def _context(key: Any, rewrites: list, table: _UOpTable, release: str) -> Contex
         d = r.__dict__
         loc = _loc(d.get("loc"))
         out.append(Rewrite(_rewrite_name(d.get("name"), loc), loc, table.ref(d.get("sink")),
-                           [_match(m, table) for m in sequence(d.get("matches"))], int(d.get("depth") or 0),
+                           [_match(m, table) for m in sequence(d.get("matches"))], _depth(d.get("depth")),
                            bool(d.get("bottom_up")), bool(d.get("walk")), bool(d.get("enter_calls"))))
     ret = key.__dict__.get("ret") if class_name(key) == "TracingKey" else None
     return Context(_context_key(key), out, _source(key, out, table.uops), context_cost(ret, out, table.uops, release),
