@@ -129,19 +129,24 @@ def _exact_ns(texts: list) -> list[int] | None:
     return out.tolist()
 
 
-def as_key(name: Any) -> Key:
+def as_key(name: Any, payload: tuple[tuple, Any] | None = None) -> Key:
     """A ProfileRangeEvent/entry name: a plain str, or a TracingKey stand-in. Only what means something outside
-    tinygrad is kept: link keys (names, program keys), a byte count or metadata text, the traceback."""
+    tinygrad is kept: link keys (names, program keys), a byte count or metadata text, the traceback. `payload`: the
+    TracingKey's (link_keys(keys), traceback(tb)) where the caller has them already."""
     if type(name) is str:
         return Key(*strip_ansi(name))
     if class_name(name) != "TracingKey":
         return Key(text(name))
     d = name.__dict__
     name_text, color = strip_ansi(text(d.get("display_name", "")))
-    keys = tuple(k for k in sequence(d.get("keys")) if type(k) in (str, bytes))
+    keys, tb = (link_keys(d.get("keys")), traceback(d.get("tb"))) if payload is None else payload
     cat = d.get("cat")
-    return Key(name_text, color, keys, plain_value(d.get("ret")), traceback(d.get("tb")),
-               None if cat is None else text(cat))
+    return Key(name_text, color, keys, plain_value(d.get("ret")), tb, None if cat is None else text(cat))
+
+
+def link_keys(keys: Any) -> tuple[str | bytes, ...]:
+    """The texts and byte strings of a TracingKey's keys (names and program keys: what links it elsewhere)."""
+    return tuple(k for k in sequence(keys) if type(k) in (str, bytes))
 
 
 def sequence(x: Any) -> tuple | list:

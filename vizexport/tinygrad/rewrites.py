@@ -6,6 +6,7 @@ pickles hold UOp objects, which are numbered here by identity (the pickle memo k
 from __future__ import annotations
 
 import os
+import warnings
 from itertools import chain
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,10 @@ def rewrites_from(obj: Any, classes: set[str], path: str, tinygrad_version: str 
         raise InputError(f"{path}: not a tinygrad rewrites trace (a list of events: a profile.pkl?)")
     try:
         keys, ctxs, fields = _layout(obj)
+        keys, ctxs = _once(keys, ctxs, path)
+        if sum(len(sequence(r.__dict__.get("matches"))) for c in ctxs for r in c) > edge_budget(path):
+            raise InputError("holds more rewrite matches than the file has bytes (shared match lists: corrupt or "
+                             "hostile)")
         first = next((r for c in ctxs for r in c), None)
         rw_fields = tuple(first.__dict__) if first is not None and class_name(first) else ()
         table = _UOpTable(fields, edge_budget(path))
@@ -57,17 +62,44 @@ def rewrites_from(obj: Any, classes: set[str], path: str, tinygrad_version: str 
 
 
 def _layout(obj: Any) -> tuple[list, list, dict | None]:
-    """(context keys, per-context rewrite lists, uop_fields or None) for every known top-level layout."""
+    """(context keys, per-context rewrite lists as pickled, uop_fields or None) for every known top-level layout."""
     if isinstance(obj, list):  # 0.10.0: [(key, [TrackedRewriteContext])]
         if obj and not all(isinstance(x, tuple) and len(x) == 2 for x in obj):
             raise InputError("not a tinygrad rewrites trace (a list, but not of (key, contexts) pairs: a profile?)")
-        return [k for k, _ in obj], [list(c) for _, c in obj], None
+        return [k for k, _ in obj], [c for _, c in obj], None
     if isinstance(obj, tuple) and len(obj) in (2, 3) and all(isinstance(x, list) for x in obj[:2]):
-        return list(obj[0]), [list(c) for c in obj[1]], (obj[2] if len(obj) == 3 else None)
+        return list(obj[0]), list(obj[1]), (obj[2] if len(obj) == 3 else None)
     if class_name(obj) == "RewriteTrace":
         d = obj.__dict__
-        return list(d.get("keys") or ()), [list(c) for c in d.get("rewrites") or ()], d.get("uop_fields") or {}
+        return list(d.get("keys") or ()), list(d.get("rewrites") or ()), d.get("uop_fields") or {}
     raise InputError(f"not a tinygrad rewrites trace ({class_name(obj) or type(obj).__name__} at top level)")
+
+
+def _once(keys: list, ctxs: list, path: str) -> tuple[list, list[list]]:
+    """The contexts and their rewrites, each object once. tinygrad makes a new object for every context and rewrite;
+    a pickle's memo can list one many times for a few bytes each, and each listing would be replayed and drawn
+    again: work and output out of proportion to the file. A context listed again (the same key and rewrite list) and
+    a rewrite listed again (the same object) are left out, with a warning."""
+    seen_ctx: set[tuple[int, int]] = set()
+    seen_rw: set[int] = set()
+    out_keys, out_ctxs, dropped = [], [], [0, 0]
+    for i, c in enumerate(ctxs):
+        k = keys[i] if i < len(keys) else None
+        if (id(k), id(c)) in seen_ctx:
+            dropped[0] += 1
+            continue
+        seen_ctx.add((id(k), id(c)))
+        rws = list(c)
+        out_ctxs.append(list({id(r): r for r in rws if id(r) not in seen_rw}.values()))
+        seen_rw.update(map(id, rws))
+        dropped[1] += len(rws) - len(out_ctxs[-1])
+        if i < len(keys):
+            out_keys.append(k)
+    if any(dropped):
+        what = " and ".join(f"{n:,} {kind}" for n, kind in zip(dropped, ("rewrite contexts", "rewrites"), strict=True)
+                            if n)
+        warnings.warn(f"{path}: {what} listed more than once (the same object) shown once", stacklevel=1)
+    return out_keys + keys[len(ctxs):], out_ctxs
 
 
 EDGE_BUDGET_MIN = 1 << 20
