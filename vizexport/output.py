@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from .errors import InputError
+from .limits import counted_file, sync_output
 
 TMP_SUFFIX = ".part"  # temporary files end so; an interrupted run's leftovers can be found by it
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
@@ -32,8 +33,9 @@ def atomic_file(path: Path) -> Iterator[BinaryIO]:
     except OSError as e:  # named by the file the user asked for, not the temporary one
         raise OSError(e.errno, f"cannot write: {e.strerror}", str(path)) from None
     try:
-        with os.fdopen(fd, "wb") as f:
+        with counted_file(fd) as f:  # its bytes count in the command's output budget (limits)
             yield f
+        sync_output()
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)
