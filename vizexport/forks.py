@@ -65,8 +65,9 @@ def _map(fn: Callable[[Any], Any], items: Iterable[Any], jobs: int | None, order
     pool = None
     if jobs > 1 and len(items) > 1 and not _in_worker and _can_fork():
         _work = fn  # set before the fork: the workers inherit it
-        pool = _pool(min(jobs, len(items)), nice)  # None: no worker fits in the memory cap
-        _work = fn if pool is not None else None
+        pool = _pool(min(jobs, len(items)), nice)
+        if pool is None:  # no worker fits in the memory cap
+            _work = None
     if pool is None:
         if started:
             yield _STARTED

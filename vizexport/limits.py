@@ -286,8 +286,12 @@ def output_written() -> int:
 
 # ---- names ----
 
+CAP_MARK = " more characters]"
+CAP_MARK_ROOM = 40  # characters a marker takes at most
+
+
 def capped(s: str, cap: int = NAME_CAP) -> str:
-    """`s`, or its first `cap` characters and a marker saying how much was left out."""
-    if len(s) <= cap:
+    """`s`, or its first `cap` characters and a marker saying how much was left out (a text capped once is kept)."""
+    if len(s) <= cap or (len(s) <= cap + CAP_MARK_ROOM and s[cap] == "…" and s.endswith(CAP_MARK)):
         return s
-    return f"{s[:cap]}…[{len(s) - cap:,} more characters]"
+    return f"{s[:cap]}…[{len(s) - cap:,}{CAP_MARK}"

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from ..limits import capped
 from ..pickles import brief, class_name
 from ..records import Key
 from .releases import dtype_names, enum_table
@@ -134,11 +135,13 @@ def as_key(name: Any, payload: tuple[tuple, Any] | None = None) -> Key:
     tinygrad is kept: link keys (names, program keys), a byte count or metadata text, the traceback. `payload`: the
     TracingKey's (link_keys(keys), traceback(tb)) where the caller has them already."""
     if type(name) is str:
-        return Key(*strip_ansi(name))
+        name_text, color = strip_ansi(name)
+        return Key(capped(name_text), color)
     if class_name(name) != "TracingKey":
         return Key(text(name))
     d = name.__dict__
     name_text, color = strip_ansi(text(d.get("display_name", "")))
+    name_text = capped(name_text)  # a crafted name may be megabytes (limits.NAME_CAP)
     keys, tb = (link_keys(d.get("keys")), traceback(d.get("tb"))) if payload is None else payload
     cat = d.get("cat")
     return Key(name_text, color, keys, plain_value(d.get("ret")), tb, None if cat is None else text(cat))

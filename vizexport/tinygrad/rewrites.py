@@ -13,6 +13,7 @@ from typing import Any
 
 from .. import pickles
 from ..gcpause import gc_paused
+from ..limits import capped
 from ..pickles import InputError, class_name
 from ..records import Context, Key, Match, Release, Rewrite, RewriteLog, UOpRec
 from ..walks import BudgetError, CycleError, post_order
@@ -165,7 +166,7 @@ class _UOpTable:
 def _rewrite_name(name: Any, loc: tuple[str, int] | None) -> str:
     """A rewrite's name; an unnamed one (0.11 records None, which its viewer shows as such) is named by where it ran."""
     if name is not None:
-        return text(name)
+        return capped(text(name))
     return f"graph_rewrite {loc[0].replace(chr(92), '/').rsplit('/', 1)[-1]}:{loc[1]}" if loc else "graph_rewrite"
 
 
