@@ -24,6 +24,7 @@ from .analysis.programs import program_index
 from .analysis.report import Report, build_report
 from .analysis.stats import ALPHA, MIN_EFFECT
 from .errors import InputError
+from .forks import stopping_on_error
 from .gcpause import gc_paused
 from .graphs import render_rewrites as render_steps
 from .graphs.manifest import Manifest
@@ -143,7 +144,7 @@ def build_site(outdir: Path | str, profile: Profile | None = None, rewrites: Rew
                "peak_gbs": peak_gbs}
     outdir = Path(outdir)
     if atomic:
-        with atomic_folder(outdir) as tmp:
+        with atomic_folder(outdir) as tmp, stopping_on_error():  # its workers stop before the folder goes
             build_site(tmp, profile, rewrites, progress, timeline, summary, atomic=False, **answers, **render_options)
         return outdir / "index.html"
     window_events = render_options.pop("window_events", WINDOW_EVENTS) or sys.maxsize  # None: one trace

@@ -6,7 +6,9 @@ import json
 import math
 import os
 import re
+import signal
 import sys
+import threading
 import time
 import warnings
 from collections.abc import Iterator, Sequence
@@ -22,12 +24,12 @@ from ._version import __version__
 from .analysis import tables
 from .analysis.stats import ALPHA, MIN_EFFECT
 from .errors import InputError
-from .forks import discard_prepared, prepare
+from .forks import discard_prepared, prepare, stop_all, stopping_on_error
 from .gcpause import gc_paused
 from .graphs import DotMissing, show
 from .graphs.export import POLICIES
 from .info import as_json, as_text
-from .limits import GIB, limit_memory, memory_budget
+from .limits import GIB, limit_memory, limit_output, memory_budget
 from .output import Progress, atomic_folder, check_folder, clean_stale, write_atomic
 from .perfetto import FLAVORS, FORMATS, writer_for
 from .perfetto.split import read_index, windows_folder
@@ -60,8 +62,12 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help=f"read the pickles as written by this tinygrad release ({', '.join(RELEASES)}); "
                         "default: detected from the content")
     p.add_argument("--debug", action="store_true", help="show a traceback on errors")
-    p.add_argument("--memory-limit", type=float, metavar="GIB", help="cap on data memory in GiB (default: 1 GiB + "
-                   "16 × the inputs' size; input beyond it ends with an error, not with the machine's memory)")
+    p.add_argument("--memory-limit", type=float, metavar="GIB", help="cap on data memory in GiB, for the command and "
+                   "its worker processes together (default: 1 GiB + 16 × the inputs' size; input beyond it ends with "
+                   "an error, not with the machine's memory)")
+    p.add_argument("--output-limit", type=float, metavar="GIB", help="cap on the bytes written, in GiB (default: "
+                   "64 MiB or 64 × the inputs' size, whichever is more; 512 × for SVG steps; output beyond it ends "
+                   "with an error, not with the machine's disk)")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -93,7 +99,8 @@ def parser() -> argparse.ArgumentParser:
     rw.add_argument("--all-steps", action="store_true", help="render every match step (same as --steps all)")
     rw.add_argument("--max-nodes", type=int, default=400, metavar="N", help="larger graphs show the neighbourhood "
                     "of the change (default 400; the site's step viewer too)")
-    rw.add_argument("--jobs", type=int, default=None, metavar="N", help="parallel processes (default: cores)")
+    rw.add_argument("--jobs", type=int, default=None, metavar="N", help="parallel processes (default: cores; "
+                    "fewer where they would not fit in the memory cap, which they share)")
     site = conv.add_argument_group("site (folder output of a profile)")
     site.add_argument("--baseline", type=Path, metavar="BASE.pkl", help="a base run's profile: adds diff.html, what "
                       "changed from it to this run")
@@ -130,6 +137,7 @@ def _open_parser(sub: argparse._SubParsersAction) -> None:
                     f"not fetched the trace within SEC seconds (default {FETCH_TIMEOUT:g})")
     op.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
     op.add_argument("--memory-limit", type=float, help=argparse.SUPPRESS)
+    op.add_argument("--output-limit", type=float, help=argparse.SUPPRESS)
 
 
 def _port(text: str) -> int:
@@ -484,7 +492,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         tl = api.build_timeline(prof, log, launches)
     summaries = [api.summarize(prof, launches), api.summarize(log)]
     print("\n".join(map(as_text, summaries)))
-    with progress_bar("drawing rewrite steps", "") as progress, atomic_folder(args.output) as tmp:
+    with progress_bar("drawing rewrite steps", "") as progress, atomic_folder(args.output) as tmp, \
+            stopping_on_error():
         api.build_site(tmp, prof, log, progress=progress, timeline=tl, summary=summaries[0], atomic=False)
         api.write_trace(tl, tmp / "trace.json.gz")
         write_atomic(tmp / "info.json", as_json(summaries).encode())
@@ -533,30 +542,108 @@ BUG = "an error vizexport did not anticipate: a bug, please report it; --debug s
 
 COMMAND = {"convert": cmd_convert, "info": cmd_info, "top": cmd_top, "show": cmd_show, "report": cmd_report,
            "diff": cmd_diff, "demo": cmd_demo, "open": cmd_open}
+EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_PIPE = 130, 143, 141
+
+
+RETRY_SECONDS = 0.25  # a stop signal's exception is raised again this often until it is on its way
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a CI job cancelled, `timeout`): the command ends as on Ctrl-C, with its own exit code."""
+
+
+_stopping: type[KeyboardInterrupt] | None = None  # what a stop signal asked for
+
+
+def _stop(signum: int, frame: Any) -> None:
+    """SIGINT, SIGTERM: raise KeyboardInterrupt, Terminated. Python drops an exception raised where it cannot go on
+    (an at-fork hook, which runs at every fork of a worker or of Graphviz; a __del__), so it is raised again every
+    RETRY_SECONDS (SIGALRM) until one is on its way (main stops the retries); meanwhile clean-ups run undisturbed."""
+    global _stopping
+    if signum != signal.SIGALRM:
+        _stopping = Terminated if signum == signal.SIGTERM else KeyboardInterrupt
+        signal.setitimer(signal.ITIMER_REAL, RETRY_SECONDS, RETRY_SECONDS)
+        warnings.simplefilter("ignore")  # what was cut short may warn (an import): only the last line is shown
+    if _stopping is not None and not isinstance(sys.exc_info()[1], KeyboardInterrupt):
+        raise _stopping
+
+
+def _dropped(u: Any) -> None:
+    """sys.unraisablehook: a stop signal's exception dropped where it could not go on is raised again (_stop), not
+    printed; anything else is, as Python does."""
+    if not isinstance(u.exc_value, KeyboardInterrupt):
+        sys.__unraisablehook__(u)
+
+
+STOP_SIGNALS = ("SIGINT", "SIGTERM", "SIGALRM")
+
+
+def _on_stop(handlers: list | None) -> list | None:
+    """Set the handlers of STOP_SIGNALS and sys.unraisablehook (None: _stop and _dropped), where this is the main
+    thread and the OS has them; returns the ones they had."""
+    global _stopping
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        return None
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    _stopping = None
+    handlers = handlers or [*[_stop] * len(STOP_SIGNALS), _dropped]
+    old = [signal.signal(getattr(signal, name), h) for name, h in zip(STOP_SIGNALS, handlers, strict=False)]
+    old.append(sys.unraisablehook)
+    sys.unraisablehook = handlers[-1]
+    return old
+
+
+def set_limits(args: argparse.Namespace) -> int | None:
+    """The command's budget (limits): its memory cap, and the bound on what it writes. Returns the memory cap."""
+    inputs = inputs_of(args)
+    gib = args.memory_limit
+    limit = limit_memory(memory_budget(inputs) if gib is None else int(gib * GIB))
+    out = args.output_limit
+    if getattr(args, "output", None) is not None:  # the commands that write files
+        limit_output(inputs, None if out is None else int(out * GIB))
+    return limit
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The command, with one error boundary: every failure after parsing is one line on stderr naming the file,
-    exit 1 (2 for usage errors, from argparse), no output left behind (--debug shows the traceback)."""
+    exit 1 (2 for usage errors, from argparse), no output left behind (--debug shows the traceback). SIGTERM ends it
+    as Ctrl-C does. No worker process outlives it."""
     warnings.formatwarning = _warning_line  # e.g. a corrupt SQTT blob: one line, decoding goes on
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] not in COMMANDS and argv[0] not in ("-h", "--help", "--version"):
         argv.insert(0, "convert")
     args = parser().parse_args(argv)
+    handlers = _on_stop(None)
+    try:
+        with warnings.catch_warnings():  # a stop signal silences them (_stop)
+            return _command(args)
+    finally:
+        stop_all()
+        if handlers is not None:
+            _on_stop(handlers)
+        limit_output(None)
+
+
+def _command(args: argparse.Namespace) -> int:
+    """Run the command within its budget; every failure as one line and an exit code."""
     limit = None
     try:
-        gib = args.memory_limit
-        limit = limit_memory(memory_budget(inputs_of(args)) if gib is None else int(gib * GIB))
+        limit = set_limits(args)
         return COMMAND[args.command](args)
-    except KeyboardInterrupt:
-        print("vizexport: interrupted (no output written)", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:
+        if hasattr(signal, "setitimer"):
+            signal.setitimer(signal.ITIMER_REAL, 0)  # it has arrived: no more retries (_stop)
+        stop_all()  # before the line: nothing comes after it
+        end = "terminated" if isinstance(e, Terminated) else "interrupted"
+        print(f"vizexport: {end} (no output written)", file=sys.stderr)
+        return EXIT_TERMINATED if isinstance(e, Terminated) else EXIT_INTERRUPTED
     except BrokenPipeError:  # e.g. `vizexport info … | head`: the reader has all it wants
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit's flush must not fail again
-        return 141
+        return EXIT_PIPE
     except Exception as e:
         if args.debug:
             raise
+        stop_all()
         say(f"vizexport: error: {shown(describe(e, args, limit), MESSAGE_CHARS)}", to_stderr=True)
         return 1
 

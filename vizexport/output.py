@@ -21,6 +21,7 @@ from typing import BinaryIO
 
 from ._version import __version__
 from .errors import InputError
+from .limits import counted_file, sync_output
 
 TMP_SUFFIX = ".part"  # temporary files and folders end so; an interrupted run's leftovers can be found by it
 OLD_SUFFIX = ".old"  # the folder holding a replaced output until its files are deleted
@@ -44,8 +45,9 @@ def atomic_file(path: Path) -> Iterator[BinaryIO]:
     gets the usual permissions (mkstemp's are private) and the folder is made only when missing."""
     fd, tmp = _create(path)
     try:
-        with os.fdopen(fd, "wb") as f:
+        with counted_file(fd) as f:  # its bytes count in the command's output budget (limits)
             yield f
+        sync_output()
         os.replace(tmp, path)  # a symlink at `path` itself is replaced, its target untouched
     except BaseException:
         os.unlink(tmp)

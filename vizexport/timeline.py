@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from .limits import capped
+
 
 class Role(str, Enum):
     """What a track is, so that writers and analyses never guess it from names."""
@@ -114,10 +116,11 @@ class Timeline:
         return f
 
     def intern(self, s: str) -> int:
+        """The id of a slice name (at most NAME_CAP characters are kept: see limits.capped)."""
         i = self._ids.get(s)
         if i is None:
             i = self._ids[s] = len(self.strings)
-            self.strings.append(s)
+            self.strings.append(capped(s))
         return i
 
     def trace_metadata(self) -> dict[str, str]:
@@ -138,7 +141,7 @@ class Timeline:
         """A new track, shown after its existing siblings."""
         pid = parent.uuid if parent is not None else 0
         self._n_children[pid] = rank = self._n_children.get(pid, 0) + 1
-        t = Track(len(self.tracks) + 1, name, pid, rank, kind, role, **kw)
+        t = Track(len(self.tracks) + 1, capped(name), pid, rank, kind, role, **kw)
         self.tracks.append(t)
         return t
 

@@ -17,8 +17,9 @@ from pathlib import Path
 
 from .._version import __version__
 from ..errors import InputError
-from ..forks import default_jobs, forked_map
+from ..forks import default_jobs, forked_map, stop_all
 from ..gcpause import gc_paused
+from ..limits import SVG_OUTPUT_PER_INPUT_BYTE, uncounted, widen_output
 from ..output import STAMP, Progress, remove_leftovers, slug, write_atomic
 from ..records import GraphStep, Match, Rewrite, RewriteSteps, StepGraphs, StepNodes
 from .diff import match_diff
@@ -92,6 +93,7 @@ def render_rewrites(graphs: StepGraphs, outdir: Path | str, ctx: str | None = No
     opts = Settings("all" if all_steps else steps, max_nodes, timeout)
     tasks = _select(graphs, ctx, rewrite, opts.steps)
     check_dot()
+    widen_output(SVG_OUTPUT_PER_INPUT_BYTE, "SVG steps")  # a drawn step is up to ~150 KB, from a few bytes of matches
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "manifest.json").unlink(missing_ok=True)  # present again only once this run completes
@@ -100,6 +102,7 @@ def render_rewrites(graphs: StepGraphs, outdir: Path | str, ctx: str | None = No
         try:
             results = _run_tasks(graphs, tasks, out, Path(cache), opts, jobs, progress)
         except BaseException:
+            stop_all()  # no worker may go on writing
             remove_leftovers(out)
             raise
     manifest = _manifest(graphs, tasks, results, opts, ctx, rewrite)
@@ -370,7 +373,8 @@ class SvgWriter:
         for k, r in zip(keys, done, strict=True):
             self.renders += 1
             self.status[k] = r.status
-            write_atomic(self._cached(k), r.status[0].encode() + r.svg)  # other workers never read it half-written
+            with uncounted():  # a temporary cache, not output
+                write_atomic(self._cached(k), r.status[0].encode() + r.svg)  # other workers never read it half-written
             self._emit(r.status[0], r.svg, batch[k].dests)
 
     def _cached(self, key: str) -> Path:

@@ -19,6 +19,8 @@ from xml.sax.saxutils import escape
 import graphviz
 from graphviz.backend import dot_command
 
+from ..limits import child_memory, limit_process_memory
+
 CAPTION_PT = 16
 _NOISE = re.compile(rb"<!--.*?-->\n|<title>[^<]*</title>\n", re.S)  # per-node comments and "n12" titles
 _DOCTYPE = b'<!DOCTYPE svg PUBLIC "-//W3C//DTD SVG 1.1//EN"\n "http://www.w3.org/Graphics/SVG/1.1/DTD/svg11.dtd">\n'
@@ -73,9 +75,15 @@ def _run(data: bytes, timeout: float) -> bytes:
     with _scratch() as src, _scratch() as out:
         src.write(data)
         src.seek(0)
-        proc = subprocess.run(cmd, stdin=src, stdout=out, stderr=subprocess.PIPE, timeout=timeout, env=_ENV)
+        with subprocess.Popen(cmd, stdin=src, stdout=out, stderr=subprocess.PIPE, env=_ENV) as proc:
+            limit_process_memory(proc.pid, child_memory())  # dot's memory counts in the command's cap
+            try:
+                _, err = proc.communicate(timeout=timeout)
+            except BaseException:  # the time limit, or this worker stopped: dot goes too
+                proc.kill()
+                raise
         if proc.returncode:
-            raise graphviz.CalledProcessError(proc.returncode, cmd, stderr=proc.stderr)
+            raise graphviz.CalledProcessError(proc.returncode, cmd, stderr=err)
         out.seek(0)
         return out.read()
 

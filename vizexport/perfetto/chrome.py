@@ -10,11 +10,21 @@ carries beyond its name and times; `Layout` itself is vizexport's own, `kineto.K
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from itertools import islice
 from typing import TextIO
 
+from ..limits import capped
 from ..output import Progress
 from ..timeline import FLOW_DEP, Timeline, Track
+
+WRITE_EVENTS = 1024  # events written at once (a write per event costs more than the event)
+
+
+def batched(items: Iterable[str], n: int) -> Iterator[list[str]]:
+    it = iter(items)
+    while chunk := list(islice(it, n)):
+        yield chunk
 
 
 def _us(ns: int) -> str:
@@ -134,7 +144,7 @@ def stack_frames(tl: Timeline) -> tuple[dict[str, dict], list[int]]:
             node = nodes.get(key)
             if node is None:
                 node = nodes[key] = len(nodes) + 1
-                frames[str(node)] = {"name": f.label(), "category": f.file,
+                frames[str(node)] = {"name": capped(f.label()), "category": capped(f.file),
                                      **({"parent": str(parent)} if parent is not None else {})}
             parent = node
         leaves.append(parent or 0)
@@ -147,10 +157,10 @@ def write(tl: Timeline, out: TextIO, progress: Progress | None = None, layout: L
     layout = Layout(tl) if layout is None else layout
     out.write("{" + "".join(f"{json.dumps(k)}: {json.dumps(v, default=str)}, " for k, v in layout.header().items())
               + '"traceEvents":[\n')
-    first = True
-    for e in _events(tl, layout, progress):
-        out.write(e if first else ",\n" + e)
-        first = False
+    sep = ""
+    for chunk in batched(_events(tl, layout, progress), WRITE_EVENTS):
+        out.write(sep + ",\n".join(chunk))
+        sep = ",\n"
     out.write('\n],"displayTimeUnit":"ns"')
     if tl.stacks:
         out.write(',"stackFrames":' + json.dumps(stack_frames(tl)[0]))

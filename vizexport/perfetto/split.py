@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InputError
-from ..forks import forked_map
+from ..forks import forked_map, stopping_on_error
 from ..output import Progress, atomic_folder, write_atomic
 from ..records import INT64
 from ..text import shown
@@ -70,7 +70,7 @@ def write_split(tl: Timeline, path: Path, window_events: int, compress: bool = T
     names = [f"{w.name}_{(w.start - t0) / 1e9:.3f}s-{(w.end - t0) / 1e9:.3f}s{suffix}" for w in parts]
     cut = Cutter(tl)  # before the fork: every worker inherits its index of the tracks
     total, done, size = tl.n_events(), 0, 0
-    with atomic_folder(folder) as tmp:
+    with atomic_folder(folder) as tmp, stopping_on_error():  # its workers stop before the folder goes
         def write_part(k: int) -> tuple[int, int]:
             """Part k (-1: the overview, written in the folder until all is done) → (k, bytes written)."""
             if k < 0:

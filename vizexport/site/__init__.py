@@ -205,8 +205,7 @@ def _static(outdir: Path) -> None:
 
 
 def _page(env: jinja2.Environment, path: Path, template: str, depth: int, **ctx: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(env.get_template(template).render(root="../" * depth, **ctx))
+    write_atomic(path, env.get_template(template).render(root="../" * depth, **ctx).encode())  # counted (limits)
 
 
 def _context_pages(graphs: StepGraphs | None) -> list[ContextPage]:

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from ..limits import capped
 from ..pickles import brief, class_name, int_text
 from ..records import INT64, Key
 from .releases import dtype_names, enum_table
@@ -142,19 +143,26 @@ def _exact_ns(texts: list) -> list[int] | None:
     return out.tolist()
 
 
-def as_key(name: Any) -> Key:
+def as_key(name: Any, payload: tuple[tuple, Any] | None = None) -> Key:
     """A ProfileRangeEvent/entry name: a plain str, or a TracingKey stand-in. Only what means something outside
-    tinygrad is kept: link keys (names, program keys), a byte count or metadata text, the traceback."""
+    tinygrad is kept: link keys (names, program keys), a byte count or metadata text, the traceback. `payload`: the
+    TracingKey's (link_keys(keys), traceback(tb)) where the caller has them already."""
     if type(name) is str:
-        return Key(*strip_ansi(name))
+        name_text, color = strip_ansi(name)
+        return Key(capped(name_text), color)
     if class_name(name) != "TracingKey":
         return Key(text(name))
     d = name.__dict__
     name_text, color = strip_ansi(text(d.get("display_name", "")))
-    keys = tuple(k for k in sequence(d.get("keys")) if type(k) in (str, bytes))
+    name_text = capped(name_text)  # a crafted name may be megabytes (limits.NAME_CAP)
+    keys, tb = (link_keys(d.get("keys")), traceback(d.get("tb"))) if payload is None else payload
     cat = d.get("cat")
-    return Key(name_text, color, keys, plain_value(d.get("ret")), traceback(d.get("tb")),
-               None if cat is None else text(cat))
+    return Key(name_text, color, keys, plain_value(d.get("ret")), tb, None if cat is None else text(cat))
+
+
+def link_keys(keys: Any) -> tuple[str | bytes, ...]:
+    """The texts and byte strings of a TracingKey's keys (names and program keys: what links it elsewhere)."""
+    return tuple(k for k in sequence(keys) if type(k) in (str, bytes))
 
 
 def sequence(x: Any) -> tuple | list:

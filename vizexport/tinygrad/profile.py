@@ -29,7 +29,20 @@ from ..records import (
     Release,
     Span,
 )
-from .common import DTypeText, as_key, dtype_bits, int64, ns, ns_column, plain_value, sequence, strip_ansi, text
+from .common import (
+    DTypeText,
+    as_key,
+    dtype_bits,
+    int64,
+    link_keys,
+    ns,
+    ns_column,
+    plain_value,
+    sequence,
+    strip_ansi,
+    text,
+    traceback,
+)
 from .releases import profile_release, uop_leaf, with_override
 
 EMPTY = Release("unknown", "ambiguous", "empty profile: nothing to tell the release by")
@@ -119,16 +132,69 @@ _HASHABLE = frozenset((str, bytes, int, float, bool, type(None)))
 _TEXT, _KEY = frozenset((str,)), frozenset((bytes, type(None)))
 
 
-def _cheap_to_hash(keys: Any, ret: Any, tb: Any, name: Any, cat: Any) -> bool:
-    """Whether a TracingKey's payload hashes in time linear in its size: scalars, stand-ins (hashed by identity),
-    a traceback of (file, line, function, code) frames. Checked with C-level maps (this runs per host span): a
-    payload of shared nested tuples from a hostile pickle would take hours to hash."""
-    if type(keys) is not tuple or type(name) is not str or type(ret) not in _HASHABLE or type(cat) not in _HASHABLE:
-        return False
-    if not all(t in _HASHABLE or type(t) is StandInType for t in set(map(type, keys))):
-        return False
+def _cheap_keys(keys: Any) -> bool:
+    """Whether a TracingKey's keys hash in time linear in their size: scalars and stand-ins (hashed by identity).
+    Checked with C-level maps: a payload of shared nested tuples from a hostile pickle would take hours to hash."""
+    return type(keys) is tuple and all(t in _HASHABLE or type(t) is StandInType for t in set(map(type, keys)))
+
+
+def _cheap_tb(tb: Any) -> bool:
+    """Whether a traceback is (file, line, function, code) frames of texts and integers, cheap to hash."""
     return tb is None or (type(tb) is tuple and set(map(type, tb)) <= {tuple} and set(map(len, tb)) <= {4} and
                           set(map(type, chain.from_iterable(tb))) <= {str, int})
+
+
+class _Hashed:
+    """A value whose hash is worked out once: content keys hash one big shared traceback again and again."""
+
+    __slots__ = ("hash", "value")
+
+    def __init__(self, value: Any) -> None:
+        self.value, self.hash = value, hash(value)
+
+    def __hash__(self) -> int:
+        return self.hash
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is _Hashed and (self.value is other.value or self.value == other.value)
+
+    def __reduce__(self) -> tuple:
+        return _Hashed, (self.value,)
+
+
+@dataclass
+class _Payload:
+    """What the reader makes of a TracingKey's `keys` or `tb` object."""
+
+    cheap: bool  # hashing it costs time linear in its size
+    hashed: _Hashed | None  # it, for content keys (None: cheap only as None)
+    kept: Any  # what the Key keeps of it (common.link_keys, common.traceback)
+    types: tuple = ()  # keys: the types of its items, in order (True == 1: content keys tell them apart)
+
+
+class _Payloads:
+    """The `keys` and `tb` of TracingKeys, each object read once per batch: a pickle's memo lets any number of
+    TracingKeys share one (a 100,000-frame traceback behind 1,000 spans costs 2 MB of file), and reading it for
+    each would cost its size each time, in time and in copies kept."""
+
+    def __init__(self) -> None:
+        self.seen: dict[int, tuple[Any, _Payload]] = {}  # id → (the object, kept alive: the id stays its own; it)
+
+    def keys(self, keys: Any) -> _Payload:
+        hit = self.seen.get(id(keys))
+        if hit is None or hit[0] is not keys:
+            cheap = _cheap_keys(keys)
+            hit = self.seen[id(keys)] = (keys, _Payload(cheap, _Hashed(keys) if cheap else None, link_keys(keys),
+                                                        tuple(type(x) for x in keys) if cheap else ()))
+        return hit[1]
+
+    def tb(self, tb: Any) -> _Payload:
+        hit = self.seen.get(id(tb))
+        if hit is None or hit[0] is not tb:
+            cheap = _cheap_tb(tb)
+            hit = self.seen[id(tb)] = (tb, _Payload(cheap, _Hashed(tb) if cheap and tb is not None else None,
+                                                    traceback(tb)))
+        return hit[1]
 
 
 def _const_leaves(events: list) -> list[tuple[int, bool]]:
@@ -173,6 +239,7 @@ class _Reader:
         self.offsets: dict[str, tuple[int, int]] = {}  # device → (compute, copy) clock offset in ns
         self.keys: dict[Any, Key] = {}  # name str or TracingKey content → Key, so repeated names share one Key
         self.ids: dict[int, Key] = {}  # id(TracingKey) → Key, valid for one batch (ids are reused once freed)
+        self.payloads = _Payloads()  # TracingKeys' keys and tracebacks read so far in this batch
         # allocs finished by `finish`: their dtype text, and the size of those given in elements (element bits,
         # and how a dtype prints, depend on the release)
         self.allocs: list[tuple[Alloc, Any, bool]] = []
@@ -193,6 +260,7 @@ class _Reader:
             self.leaf_events += [e for e in events[:self.leaves - self.n] if _has_uop_keys(e)]
         self.n += len(events)
         self.ids.clear()
+        self.payloads = _Payloads()
 
     def _handler(self, e: Any) -> Any:
         names = {"ProfileRangeEvent": self.ranges.append, "ProfilePointEvent": self.point,
@@ -299,14 +367,14 @@ class _Reader:
         d = getattr(name, "__dict__", None)
         if class_name(name) != "TracingKey" or d is None:
             return as_key(name)
-        ret, keys, tb, cat = d.get("ret"), d.get("keys") or (), d.get("tb"), d.get("cat")
-        display = d.get("display_name")
-        if not _cheap_to_hash(keys, ret, tb, display, cat):  # unusual payload: not shared, never hashed
-            return as_key(name)
-        content = (display, tuple(type(x) for x in keys), keys, type(ret), ret, tb, cat)
+        ret, cat, display = d.get("ret"), d.get("cat"), d.get("display_name")
+        keys, tb = self.payloads.keys(d.get("keys") or ()), self.payloads.tb(d.get("tb"))
+        if not (keys.cheap and tb.cheap and type(display) is str and type(ret) in _HASHABLE and type(cat) in _HASHABLE):
+            return as_key(name, (keys.kept, tb.kept))  # unusual payload: not shared, never hashed
+        content = (display, keys.types, keys.hashed, type(ret), ret, tb.hashed, cat)
         k = self.keys.get(content)
         if k is None:
-            k = self.keys[content] = as_key(name)
+            k = self.keys[content] = as_key(name, (keys.kept, tb.kept))
         return k
 
     def _read_ranges(self) -> None:

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 from itertools import chain
 from pathlib import Path
 from typing import Any
 
 from .. import pickles
 from ..gcpause import gc_paused
+from ..limits import capped
 from ..pickles import InputError, Stub, brief, class_name
 from ..records import INT64, Context, Key, Match, Release, Rewrite, RewriteLog, UOpRec
 from ..walks import BudgetError, CycleError, post_order
@@ -35,6 +37,10 @@ def rewrites_from(obj: Any, classes: set[str], path: str, tinygrad_version: str 
         raise InputError(f"{path}: not a tinygrad rewrites trace (a list of events: a profile.pkl?)")
     try:
         keys, ctxs, fields = _layout(obj)
+        keys, ctxs = _once(keys, ctxs, path)
+        if sum(len(sequence(r.__dict__.get("matches"))) for c in ctxs for r in c) > edge_budget(path):
+            raise InputError("holds more rewrite matches than the file has bytes (shared match lists: corrupt or "
+                             "hostile)")
         first = next((r for c in ctxs for r in c), None)
         rw_fields = tuple(first.__dict__) if first is not None and class_name(first) else ()
         table = _UOpTable(fields, edge_budget(path))
@@ -58,7 +64,7 @@ def rewrites_from(obj: Any, classes: set[str], path: str, tinygrad_version: str 
 
 
 def _layout(obj: Any) -> tuple[list, list, dict | None]:
-    """(context keys, per-context rewrite lists, uop_fields or None) for every known top-level layout."""
+    """(context keys, per-context rewrite lists as pickled, uop_fields or None) for every known top-level layout."""
     if isinstance(obj, list):  # 0.10.0: [(key, [TrackedRewriteContext])]
         if obj and not all(isinstance(x, tuple) and len(x) == 2 for x in obj):
             raise InputError("not a tinygrad rewrites trace (a list, but not of (key, contexts) pairs: a profile?)")
@@ -83,6 +89,33 @@ def _rewrites(c: Any, k: int) -> list:
     if bad is not None:
         raise InputError(f"rewrite {bad} of context {k} is {brief(c[bad])}, not a tinygrad rewrite")
     return list(c)
+
+
+def _once(keys: list, ctxs: list, path: str) -> tuple[list, list[list]]:
+    """The contexts and their rewrites, each object once. tinygrad makes a new object for every context and rewrite;
+    a pickle's memo can list one many times for a few bytes each, and each listing would be replayed and drawn
+    again: work and output out of proportion to the file. A context listed again (the same key and rewrite list) and
+    a rewrite listed again (the same object) are left out, with a warning."""
+    seen_ctx: set[tuple[int, int]] = set()
+    seen_rw: set[int] = set()
+    out_keys, out_ctxs, dropped = [], [], [0, 0]
+    for i, c in enumerate(ctxs):
+        k = keys[i] if i < len(keys) else None
+        if (id(k), id(c)) in seen_ctx:
+            dropped[0] += 1
+            continue
+        seen_ctx.add((id(k), id(c)))
+        rws = list(c)
+        out_ctxs.append(list({id(r): r for r in rws if id(r) not in seen_rw}.values()))
+        seen_rw.update(map(id, rws))
+        dropped[1] += len(rws) - len(out_ctxs[-1])
+        if i < len(keys):
+            out_keys.append(k)
+    if any(dropped):
+        what = " and ".join(f"{n:,} {kind}" for n, kind in zip(dropped, ("rewrite contexts", "rewrites"), strict=True)
+                            if n)
+        warnings.warn(f"{path}: {what} listed more than once (the same object) shown once", stacklevel=1)
+    return out_keys + keys[len(ctxs):], out_ctxs
 
 
 EDGE_BUDGET_MIN = 1 << 20
@@ -161,7 +194,7 @@ def _uop_id(x: Any) -> bool:
 def _rewrite_name(name: Any, loc: tuple[str, int] | None) -> str:
     """A rewrite's name; an unnamed one (0.11 records None, which its viewer shows as such) is named by where it ran."""
     if name is not None:
-        return text(name)
+        return capped(text(name))
     return f"graph_rewrite {loc[0].replace(chr(92), '/').rsplit('/', 1)[-1]}:{loc[1]}" if loc else "graph_rewrite"
 
 

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..devices import HOST, device_root, is_copy, is_copy_engine, natural
 from ..forks import forked
+from ..limits import TEXT_CAP, capped
 from ..pma import add_pma_tracks
 from ..records import Alloc, Exec, Marker, Profile, RewriteLog, Span
 from ..sqtt import Launch, add_sqtt_tracks, load_launches, pmc_span_args
@@ -120,20 +121,61 @@ def _sorted_spans(spans: list[Span], idx: list[int]) -> tuple[np.ndarray, np.nda
     return sub[order], order, st, np.where(en > st, en - st, -1), lanes
 
 
+class _Once:
+    """fn(x), worked out once per object x (kept alive, so that its id stays its own): Keys share a traceback or
+    keys where the pickle shared them (profile._Payloads), and a span that shares one must not cost its size again
+    (a 100,000-frame traceback behind 1,000 spans)."""
+
+    def __init__(self, fn: Any) -> None:
+        self.fn, self.seen = fn, {}
+
+    def __call__(self, x: Any) -> Any:
+        hit = self.seen.get(id(x))
+        if hit is None or hit[0] is not x:
+            hit = self.seen[id(x)] = (x, self.fn(x))
+        return hit[1]
+
+
 def _frames(tb: Any) -> tuple[Frame, ...] | None:
     """A Python traceback (innermost frame first) as a callstack."""
     return tuple(Frame(f, line, fn) for f, line, fn, _ in reversed(tb)) if tb else None
 
 
-def _key_args(k: Any) -> tuple[str, dict]:
+def _tb_text(tb: Any) -> str:
+    """"file:line function\n    code" per frame, innermost first, up to TEXT_CAP characters: whole frames, then a
+    line saying how many more the slice's callstack has."""
+    lines, size = [], 0
+    for i, (f, line, fn, code) in enumerate(tb):
+        frame = f"{f}:{line} {fn}\n    {code}"
+        size += len(frame) + 1
+        if size > TEXT_CAP:
+            lines.append(capped(frame, TEXT_CAP) if not lines else
+                         f"… {len(tb) - i:,} more frames (the slice's callstack holds them all)")
+            break
+        lines.append(frame)
+    return "\n".join(lines)
+
+
+def _first_text(keys: tuple) -> str | None:
+    return next((capped(x) for x in keys if isinstance(x, str)), None)
+
+
+class _KeyParts:
+    """What spans show of their Keys' shared parts, each worked out once per object."""
+
+    def __init__(self) -> None:
+        self.tb_text, self.frames, self.context = _Once(_tb_text), _Once(_frames), _Once(_first_text)
+
+
+def _key_args(k: Any, parts: _KeyParts) -> tuple[str, dict]:
     args = {}
     if k.tb:
-        args[ARG_TB] = "\n".join(f"{f}:{line} {fn}\n    {code}" for f, line, fn, code in k.tb)
+        args[ARG_TB] = parts.tb_text(k.tb)
     if isinstance(k.ret, str) and k.ret:
-        args[ARG_METADATA] = k.ret
-    ctx = [x for x in k.keys if isinstance(x, str)]
-    if ctx:
-        args["rewrite_context"] = ctx[0]
+        args[ARG_METADATA] = capped(k.ret, TEXT_CAP)
+    ctx = parts.context(k.keys)
+    if ctx is not None:
+        args["rewrite_context"] = ctx
     return k.name, args
 
 
@@ -158,10 +200,11 @@ def _host_columns(spans: list[Span], by_dev: dict[str, list[int]] | None = None,
         keys = list(map(attrgetter("key"), sub))
         first = dict(zip(map(id, keys), keys, strict=True))  # each Key once, in order of first use
         row = {i: n for n, i in enumerate(first)}
-        named = [_key_args(k) for k in first.values()]
+        parts = _KeyParts()
+        named = [_key_args(k, parts) for k in first.values()]
         out[dev] = _Columns(None, st, dur, lanes, np.fromiter(map(row.__getitem__, map(id, keys)), np.int32, len(keys)),
                             [name for name, _ in named], np.fromiter((a for _, a in named), object, len(named)),
-                            [_frames(k.tb) for k in first.values()])
+                            [parts.frames(k.tb) for k in first.values()])
     return out
 
 
@@ -173,6 +216,7 @@ class _Builder:
         self.batches: dict[int, tuple[Track, int]] = {}  # graph batch index → its `batched N` slice
         self.pmc: dict[int, dict] = {}
         self._named: dict[tuple[str, str], tuple[list[int], list]] = {}  # (device, kernel) → its exec events
+        self.parts = _KeyParts()
 
     def build(self) -> Timeline:
         # the biggest host device's spans (alone half of this build) are sorted and named in a forked process meanwhile;
@@ -225,7 +269,7 @@ class _Builder:
     # --- slices -------------------------------------------------------------------------------------------------
     def _place(self, group: Track, dev: str, c: _Columns) -> None:
         """Spans of one device string on as many same-named lanes as keep every lane properly nested."""
-        intern, stack = self.tl.intern, self.tl.intern_stack
+        intern, stack = self.tl.intern, _Once(self.tl.intern_stack)
         sids = np.array([intern(name) for name in c.names], np.int64)[c.rows]
         stacks = np.array([-1 if f is None else stack(f) for f in c.frames], np.int64)[c.rows]
         has_args = np.fromiter(map(bool, c.args), bool, len(c.args))[c.rows]
@@ -253,10 +297,10 @@ class _Builder:
             names.append(name)
             args[j] = {**a, **self.pmc[i]} if i in self.pmc else a
         return _Columns(at, st, dur, lanes, np.arange(len(sub), dtype=np.int32), names, args,
-                        [_frames(s.key.tb) for s in sub])
+                        [self.parts.frames(s.key.tb) for s in sub])
 
     def _device_name_args(self, s: Span, execs: list | None) -> tuple[str, dict]:
-        k, args = s.key, dict(_key_args(s.key)[1])
+        k, args = s.key, dict(_key_args(s.key, self.parts)[1])
         dur = (s.en or s.st) - s.st
         ctx = self.est.lookup(s.profile_key, k.name) if self.est is not None else None
         if ctx is None and is_copy(s):  # a range linked to a kernel is one (0.11 flags every CPU range a copy)
