@@ -14,6 +14,7 @@ from types import SimpleNamespace
 import pytest
 from markdown_it import MarkdownIt
 
+from vizexport.limits import capped
 from vizexport.pickles import load
 from vizexport.text import MESSAGE_CHARS, NAME_CHARS, lines, markdown, plot_label, shown
 
@@ -23,6 +24,7 @@ from .repickle import dumps
 
 SAMPLE = ROOT / "vizexport" / "data" / "sample"
 BIG = "$" + r"\frac{\alpha}{\beta_{2}}" * 1200 + "$"  # 29 KB of mathtext
+KEPT = capped(BIG)  # what the model keeps of it (limits.NAME_CAP)
 MATH = r"E_$\undefinedcmd$"
 KERNELS = ["E_\n::error file=x::pwned", "E_cr\rX", "E_\x1b]0;title\x07", "E_\x1b]8;;http://evil\x1b\\link\x1b]8;;\x1b\\",
            "E_\x1b[2K", "E_\x9b31m", "E_\u202eevil\u2028x", "![img](http://x/y.png)", "[link](http://x)", "@mention",
@@ -152,12 +154,12 @@ def test_names_are_shown_escaped_not_dropped(hostile: dict):
                                           r"E_\x0a::error file=x::pwned on NULL (+")
     assert runs["top-between"].stdout.startswith("16 kernels")  # the markers matched their real names
     error = runs["top-bad-device"].stderr
-    assert error.count("\n") == 1 and error.endswith(f"devices: {shown(BIG)}, NULL, {shown(HOSTILE_DEVICE)})\n")
+    assert error.count("\n") == 1 and error.endswith(f"devices: {shown(KEPT)}, NULL, {shown(HOSTILE_DEVICE)})\n")
     assert len(error) < MESSAGE_CHARS
 
 
 def test_long_names_are_bounded(hostile: dict):
-    cut = f"… ({len(BIG) - NAME_CHARS:,} more characters)"
+    cut = f"… ({len(KEPT) - NAME_CHARS:,} more characters)"
     for key in ("top", "info"):
         out = hostile["runs"][key].stdout
         assert cut in out and BIG not in out and max(map(len, out.splitlines())) < 3 * NAME_CHARS
@@ -225,7 +227,7 @@ def test_machine_outputs_keep_the_real_text(hostile: dict):
         assert k.encode() in data, k
     events = json.loads((hostile["dir"] / "trace.json").read_text())
     names = {e.get("name") for e in (events["traceEvents"] if isinstance(events, dict) else events)}
-    assert set(KERNELS) <= names
+    assert {capped(k) for k in KERNELS} <= names and BIG not in names
     table = hostile["runs"]["csv"].stdout  # not parsed: Python's csv writer leaves a lone \r unquoted
     assert table.startswith("device,name,") and all(k in table for k in [*KERNELS, HOSTILE_DEVICE])
     view = json.loads(hostile["runs"]["show-json"].stdout)
@@ -281,3 +283,18 @@ def test_plots_never_parse_math():
     ax.set(title=_label(BIG))
     svg = _svg(fig, "math")
     assert MATH in svg and _label(BIG) in svg and r"E_\x1b[2K\x9b" in svg and len(_label(BIG)) == 48
+
+
+def test_lone_surrogates_are_replaced_where_text_is_kept(tmp_path: Path):
+    """A pickle can hold a lone surrogate, which no output can encode: the model keeps U+FFFD in its place, so every
+    writer works, and what a person reads shows the replacement."""
+    data = tf.profile(tf.span(name="E_\ud800x", st=1.0, en=2.0), tf.point("m\udfff", 1.5))
+    (prof := tmp_path / "profile.pkl").write_bytes(data)
+    for out in ("t.pftrace", "t.json", "site/"):
+        r = run_cli(prof, "-o", tmp_path / out)
+        assert r.returncode == 0 and r.stderr == "", (out, r.stderr)
+    events = json.loads((tmp_path / "t.json").read_text())
+    names = {e.get("name") for e in (events["traceEvents"] if isinstance(events, dict) else events)}
+    assert "E_\ufffdx" in names
+    top = run_cli("top", prof)
+    assert top.returncode == 0 and "E_\ufffdx" in top.stdout

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from .errors import InputError
+from .text import unicode
 
 try:
     import resource
@@ -291,7 +292,9 @@ CAP_MARK_ROOM = 40  # characters a marker takes at most
 
 
 def capped(s: str, cap: int = NAME_CAP) -> str:
-    """`s`, or its first `cap` characters and a marker saying how much was left out (a text capped once is kept)."""
+    """`s` as valid Unicode (text.unicode), or its first `cap` characters and a marker saying how much was left out
+    (a text capped once is kept)."""
+    s = unicode(s)
     if len(s) <= cap or (len(s) <= cap + CAP_MARK_ROOM and s[cap] == "…" and s.endswith(CAP_MARK)):
         return s
     return f"{s[:cap]}…[{len(s) - cap:,}{CAP_MARK}"

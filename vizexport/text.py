@@ -47,6 +47,14 @@ def _escape(m: re.Match) -> str:
     return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def unicode(s: str) -> str:
+    """`s` with each lone surrogate (a pickle can hold one, no output can encode one) replaced by U+FFFD."""
+    return s if s.isascii() else _SURROGATE.sub("\ufffd", s)
+
+
 def cut(s: str, limit: int | None = NAME_CHARS) -> str:
     """At most `limit` characters of `s`, then an ellipsis and the count of the rest."""
     if limit is None or len(s) <= limit:

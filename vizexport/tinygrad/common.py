@@ -12,6 +12,7 @@ import numpy as np
 from ..limits import capped
 from ..pickles import brief, class_name, int_text
 from ..records import INT64, Key
+from ..text import unicode
 from .releases import dtype_names, enum_table
 
 _SGR = re.compile(r"\x1b\[([0-9;]*)m")
@@ -40,7 +41,7 @@ _PAD = ("000", "00", "0", "")
 
 def text(x: Any) -> str:
     """A text field as read: the text itself, anything else (a corrupt or hostile pickle) as a short bounded repr."""
-    return x if type(x) is str else brief(x)
+    return unicode(x) if type(x) is str else brief(x)
 
 
 def int64(x: Any) -> int | None:

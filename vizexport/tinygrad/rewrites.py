@@ -81,14 +81,14 @@ def _layout(obj: Any) -> tuple[list, list, dict | None]:
     return list(keys), [_rewrites(c, k) for k, c in enumerate(lists)], fields
 
 
-def _rewrites(c: Any, k: int) -> list:
+def _rewrites(c: Any, k: int) -> list | tuple:
     """Context k's rewrites: tinygrad records (TrackedGraphRewrite, or 0.10.0's TrackedRewriteContext)."""
     if type(c) not in (list, tuple):
         raise InputError(f"the rewrites of context {k} are {brief(c)}, not a list")
     bad = next((i for i, r in enumerate(c) if not isinstance(r, Stub)), None)
     if bad is not None:
         raise InputError(f"rewrite {bad} of context {k} is {brief(c[bad])}, not a tinygrad rewrite")
-    return list(c)
+    return c  # the object itself: _once tells a context listed again by it
 
 
 def _once(keys: list, ctxs: list, path: str) -> tuple[list, list[list]]:
