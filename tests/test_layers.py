@@ -17,7 +17,7 @@ from .conftest import ROOT
 HEAVY = ("jinja2", "matplotlib", "graphviz", "pygments", "elftools", "scipy", "google.protobuf", "perfetto", "tqdm")
 READERS = ("vizexport.pickles", "vizexport.tinygrad", "vizexport.sqtt", "vizexport.pma")
 WRITERS = ("vizexport.perfetto", "vizexport.graphs", "vizexport.site", "vizexport.report", "vizexport.info",
-           "vizexport.analysis", "vizexport.api", "vizexport.cli")
+           "vizexport.analysis", "vizexport.run", "vizexport.writers", "vizexport.api", "vizexport.cli")
 MODEL = ("records", "timeline", "summary", "windows", "devices", "units", "walks", "errors", "output", "forks",
          "gcpause", "limits")
 
@@ -109,6 +109,8 @@ def test_face_loads_a_name_s_module_on_first_use():
     assert _ours(mods) == {"vizexport", "vizexport._version", "vizexport.timeline", "vizexport.errors"}
     mods = _loaded("import vizexport", "vizexport.load_profile")
     assert {"vizexport.api", "vizexport.tinygrad", "vizexport.perfetto"} <= _ours(mods)
+    mods = _loaded("import vizexport", "vizexport.Run")
+    assert {"vizexport.run", "vizexport.tinygrad"} <= _ours(mods) and "vizexport.writers" not in _ours(mods)
 
 
 def test_face_names():
