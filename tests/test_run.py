@@ -17,7 +17,7 @@ from vizexport.records import to_json
 from vizexport.run import DIFF_STAGES, AnswerOptions, Run
 from vizexport.timeline import Role
 from vizexport.tinygrad import timeline as tl_mod
-from vizexport.writers import FILE, FOLDER, STDOUT, WRITERS, Site, StepSvgs, Trace, classify, writer_for
+from vizexport.writers import FILE, FOLDER, STDOUT, WRITERS, Demo, Site, StepSvgs, Trace, classify, writer_for
 
 from .conftest import FIXTURES, run_cli
 
@@ -98,7 +98,7 @@ def test_each_part_is_derived_once(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(run_mod, "load_launches", counted("decode", run_mod.load_launches))
     run = Run((SQTT,))
     run.derive(Site.reads)
-    run.derive(("summaries", "report", "timeline"))
+    run.derive(Demo.reads)
     assert calls == {"build": 1, "decode": 1}
     assert run.summaries[0] is run.summary and run.summary.sqtt
     assert run.report.file == str(SQTT) and run.timeline is run.stage(run_mod.TOP_STAGES)
@@ -145,3 +145,15 @@ def test_info_takes_any_files():
     assert r.returncode == 0 and r.stdout.count('"kind": "profile"') == 2
     r = run_cli("top", SAMPLE / "profile.pkl", SAMPLE / "profile.pkl")
     assert r.returncode == 1 and "need one profile.pkl and at most one rewrites.pkl" in r.stderr
+
+
+def test_messages_quote_the_output_as_before(tmp_path: Path):
+    """A trace's messages name it as a path (`./` dropped), option refusals as typed, as the command always has."""
+    out = f"{tmp_path}/./x.pftrace"
+    r = run_cli(SAMPLE / "profile.pkl", "-o", out, "--flavor", "kineto")
+    assert r.returncode == 1 and f"{tmp_path}/x.pftrace: --flavor kineto writes Chrome JSON" in r.stderr
+    r = run_cli(SAMPLE / "profile.pkl", "-o", out, "--peak-gbs", "3")
+    assert r.returncode == 1 and f"{out}: --baseline and --peak-* make site pages" in r.stderr
+    r = run_cli(SAMPLE / "profile.pkl", "-o", out)
+    assert r.returncode == 0 and r.stdout.startswith(f"wrote {tmp_path}/x.pftrace: 673 events on 19 tracks")
+    assert not list(tmp_path.glob("*.windows"))

@@ -211,8 +211,8 @@ def emit(command: str, target: Target, run: Run, quiet: bool = False) -> Writer:
             text = writer.write(run, target, progress)
     finally:
         discard_prepared()  # a rewrites trace alone has no report
-    if not quiet:
-        sys.stdout.write(text)
+    if not quiet:  # line by line: a reader that left (`… | head`) then ends in BrokenPipeError, never in a short write
+        sys.stdout.writelines(text.splitlines(keepends=True))
     return writer
 
 

@@ -13,6 +13,7 @@ import json
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,12 +42,16 @@ DEMO_TRACE = "trace.json.gz"
 NOT_A_FILE = "is not a regular file (vizexport only replaces regular files)"
 
 
+@dataclass(frozen=True)
 class Target:
     """An output as classified once: text on stdout (`fmt` names its format), a file of one of a writer's
     suffixes (`suffix`, lower case), or a folder. `name` is the output as the user gave it (messages quote it)."""
 
-    def __init__(self, kind: str, path: Path | None = None, suffix: str = "", fmt: str = TEXT, name: str = "") -> None:
-        self.kind, self.path, self.suffix, self.fmt, self.name = kind, path, suffix, fmt, name
+    kind: str
+    path: Path | None = None
+    suffix: str = ""
+    fmt: str = TEXT
+    name: str = ""
 
     @property
     def gz(self) -> bool:
@@ -99,7 +104,7 @@ class Trace(Writer):
         if run.baseline is not None or a.peak_gflops or a.peak_gbs:
             raise InputError(f"{target.name}: --baseline and --peak-* make site pages: name a folder (-o OUTDIR/)")
         if flavor is not None and flavor not in self.format.flavors:
-            raise InputError(f"{target.name}: --flavor {flavor} writes Chrome JSON (name a .json or .json.gz output)")
+            raise InputError(f"{target.path}: --flavor {flavor} writes Chrome JSON (name a .json or .json.gz output)")
 
     def write(self, run: Run, target: Target, progress: Progress | None = None) -> str:
         tl, opts, path = run.timeline, run.trace, target.path
@@ -114,7 +119,7 @@ class Trace(Writer):
                 writer = self.format(compress=opts.compress and not target.gz, flavor=opts.flavor)
                 size = write_file(writer, target.gz, tl, path, progress)
         prof = run.need_profile()
-        return (f"wrote {target.name}{': ' + what if what else ''}: {n:,} events on {len(tl.tracks)} tracks, "
+        return (f"wrote {path}{': ' + what if what else ''}: {n:,} events on {len(tl.tracks)} tracks, "
                 f"{size:,} bytes ({size / max(prof.n_events, 1):.1f} B/profile event) in {run.seconds():.2f} s\n")
 
 
