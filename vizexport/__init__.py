@@ -2,7 +2,8 @@
 
 Reads pickles from tinygrad 0.10.0 … 0.14.0 and master without importing tinygrad or executing pickle content.
 Readers (tinygrad/, sqtt/) make neutral records (records, timeline); writers (perfetto/, graphs/, site/, info,
-analysis/) know only those. The functions below wire one to the other, as the `vizexport` command does.
+analysis/) know only those. The functions below wire one to the other, as the `vizexport` command does; a `Run` of
+a profile (and its rewrites trace) derives each thing once (run.py).
 
 The face is lazy (PEP 562): each public name is imported from its module on first use, so `import vizexport` or
 `import vizexport.timeline` loads no reader, writer or heavy dependency.
@@ -32,6 +33,7 @@ if TYPE_CHECKING:  # the same names, seen by type checkers and IDEs
     )
     from .errors import InputError
     from .records import Profile, Release, RewriteLog, StepGraphs
+    from .run import Run
     from .timeline import Timeline
 
 _HOMES = {  # module (relative to the package) → the public names it defines
@@ -40,13 +42,14 @@ _HOMES = {  # module (relative to the package) → the public names it defines
              "write_windows"),
     ".errors": ("InputError",),
     ".records": ("Profile", "Release", "RewriteLog", "StepGraphs"),
+    ".run": ("Run",),
     ".timeline": ("Timeline",),
 }
 _HOME = {name: module for module, names in _HOMES.items() for name in names}
 
-__all__ = ["InputError", "Profile", "Release", "RewriteLog", "StepGraphs", "Timeline", "build_site", "build_timeline",
-           "decode_launches", "kernel_table", "load_any", "load_profile", "load_rewrites", "render_rewrites",
-           "show_rewrites", "step_graphs", "summarize", "write_trace", "write_windows"]
+__all__ = ["InputError", "Profile", "Release", "RewriteLog", "Run", "StepGraphs", "Timeline", "build_site",
+           "build_timeline", "decode_launches", "kernel_table", "load_any", "load_profile", "load_rewrites",
+           "render_rewrites", "show_rewrites", "step_graphs", "summarize", "write_trace", "write_windows"]
 
 
 def __getattr__(name: str) -> Any:

@@ -2,14 +2,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import re
 import signal
 import sys
 import threading
-import time
 import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -19,30 +17,25 @@ from typing import Any, NoReturn
 
 from tqdm import tqdm
 
-from . import api
 from ._version import __version__
-from .analysis import tables
 from .analysis.stats import ALPHA, MIN_EFFECT
 from .errors import InputError
-from .forks import discard_prepared, prepare, stop_all, stopping_on_error
+from .forks import discard_prepared, prepare, stop_all
 from .gcpause import gc_paused
-from .graphs import DotMissing, show
+from .graphs import DotMissing, StepOptions
 from .graphs.export import POLICIES
-from .info import as_json, as_text
 from .limits import GIB, limit_memory, limit_output, memory_budget
-from .output import Progress, atomic_folder, check_folder, clean_stale, write_atomic
-from .perfetto import FLAVORS, FORMATS, writer_for
+from .output import Progress, check_folder, clean_stale
+from .perfetto import FLAVORS, FORMATS
 from .perfetto.split import read_index, windows_folder
 from .pickles import brief
-from .records import Profile, RewriteLog
-from .report import check_output, diff_text, report_text, write_diff, write_report
-from .report.diff_sections import verdict_counts
-from .report.run_sections import headline
+from .run import AnswerOptions, LoadOptions, Run, TraceOptions, ViewOptions
 from .site import warm_plots
 from .site.serve import FETCH_TIMEOUT, PORT, contained, run_trace_processor, serve
-from .text import MESSAGE_CHARS, json_text, lines, shown
+from .text import MESSAGE_CHARS, lines, shown
 from .tinygrad.releases import RELEASES
 from .windows import WINDOW_EVENTS
+from .writers import FILE, FOLDER, TEXT, Target, Writer, candidates, classify, writer_for
 
 COMMANDS = ("convert", "info", "top", "show", "report", "diff", "demo", "open")
 EXIT_SLOWER = 3  # `diff --fail-if-slower`: a kernel got significantly slower by more than allowed
@@ -224,37 +217,6 @@ def say(text: str, to_stderr: bool = False) -> None:
     print(lines(text), file=sys.stderr if to_stderr else sys.stdout)
 
 
-def load_inputs(paths: Sequence[Path], version: str | None, need_profile: bool = True
-                ) -> tuple[Profile | None, RewriteLog | None]:
-    """At most one profile and at most one rewrites trace, told apart by content."""
-    loaded = [api.load_any(p, version) for p in paths]
-    profiles = [x for x in loaded if isinstance(x, Profile)]
-    logs = [x for x in loaded if isinstance(x, RewriteLog)]
-    if len(profiles) > 1 or len(logs) > 1 or (need_profile and not profiles):
-        kinds = ", ".join(f"{p} ({'profile' if isinstance(x, Profile) else 'rewrites'})" for p, x in zip(paths, loaded,
-                                                                                                        strict=True))
-        raise InputError(f"need one profile.pkl and at most one rewrites.pkl, got: {kinds}")
-    if profiles and not profiles[0].n_events:
-        raise InputError(f"{profiles[0].path}: the profile holds no events (nothing to show)")
-    return profiles[0] if profiles else None, logs[0] if logs else None
-
-
-def is_folder(output: str) -> bool:
-    """Whether `-o` names a folder (a trailing slash, an existing folder, or a new name without a suffix) rather
-    than a trace file; a name that is neither is refused, and so is anything but a regular file to replace."""
-    path = Path(output)
-    if output.endswith(("/", os.sep)) or path.is_dir():
-        return True
-    if writer_for(path) is None:
-        if path.suffix or path.exists():
-            raise InputError(f"{output}: unknown output format (name a trace {', '.join('*' + f for f in FORMATS)}, "
-                             f"or a folder {output}/)")
-        return True
-    if path.exists() and not path.is_file():
-        raise InputError(f"{output}: is not a regular file (vizexport only replaces regular files)")
-    return False
-
-
 @contextmanager
 def progress_bar(desc: str, unit: str, quiet: bool = False) -> Iterator[Progress | None]:
     """A tqdm bar on stderr while it is a terminal (nothing in CI logs or pipes): the Progress callback to pass."""
@@ -268,73 +230,60 @@ def progress_bar(desc: str, unit: str, quiet: bool = False) -> Iterator[Progress
         yield update
 
 
-def convert(inputs: Sequence[Path], output: Path, version: str | None = None, compress: bool = True,
-            quiet: bool = False, window_events: int | None = None, flavor: str | None = None) -> int:
-    """PROFILE [REWRITES] → one trace file, or (above `window_events` events, no flavor) an overview and windows."""
-    if is_folder(str(output)):
-        raise InputError(f"{output}: names a folder, not a trace file ({', '.join('*' + f for f in FORMATS)})")
-    found = writer_for(output)
-    if flavor is not None and found is not None and flavor not in found[0].flavors:
-        raise InputError(f"{output}: --flavor {flavor} writes Chrome JSON (name a .json or .json.gz output)")
-    t0 = time.perf_counter()
-    clean_stale(output)  # a killed run's temporary trace
-    with gc_paused():  # millions of acyclic objects: see gcpause
-        prof, log = load_inputs(inputs, version)
-        tl = api.build_timeline(prof, log)
-        n = tl.n_events()
-        with progress_bar("writing", " events", quiet) as progress:
-            if window_events is not None and n > window_events and flavor is None:
-                split = api.write_windows(tl, output, window_events, compress=compress, progress=progress)
-                size, what = split.bytes, (f"the overview, and {len(split.windows)} windows in "
-                                           f"{split.folder}{os.sep} (index.json lists them)")
-            else:
-                size, what = api.write_trace(tl, output, compress=compress, progress=progress, flavor=flavor), ""
-    if not quiet:
-        say(f"wrote {output}{': ' + what if what else ''}: {n:,} events on {len(tl.tracks)} tracks, {size:,} bytes "
-            f"({size / max(prof.n_events, 1):.1f} B/profile event) in {time.perf_counter() - t0:.2f} s")
-    return 0
-
-
-def export_folder(inputs: Sequence[Path], outdir: Path, version: str | None = None, baseline: Path | None = None,
-                  baseline_rewrites: Path | None = None, **render_opts: Any) -> Path:
-    """Profile and/or rewrites → a static site in `outdir` (trace, rewrite SVGs with manifest, index.html; with a
-    profile the run report, with a baseline profile the diff from it)."""
-    t0 = time.perf_counter()
-    prepare(warm_plots)  # the report's plots need matplotlib: its helper imports it while the inputs load
+def emit(command: str, target: Target, run: Run, quiet: bool = False) -> Writer:
+    """A command's one way out: the writers that take the target refuse the options they cannot honour, a folder
+    output is checked (output.check_folder) and a file's stale temporaries removed, the inputs are read, the writer
+    that takes them is picked, what it reads is derived, and it writes; what it says is printed (unless `quiet`):
+    each writer's text is safe to print as it is (text.lines on our lines, its own sanitised tables)."""
+    found = candidates(command, target)
+    for w in found:
+        w.check(run, target)
+    if target.kind == FOLDER:  # before the inputs are read: a folder we may not replace ends the run
+        check_folder(target.path)
+    elif target.kind == FILE:
+        clean_stale(target.path)  # a killed run's temporary
+    if any(w.warm for w in found):
+        prepare(warm_plots)  # the report's plots need matplotlib: its helper imports it while the inputs load
     try:
-        with gc_paused():
-            prof, log = load_inputs(inputs, version, need_profile=False)
-            if baseline is not None or baseline_rewrites is not None:
-                if prof is None or baseline is None:
-                    raise InputError(f"{baseline or baseline_rewrites}: --baseline needs this run's profile and the "
-                                     "base run's profile")
-                render_opts.update(baseline=load_one_profile(baseline, version),
-                                   baseline_rewrites=load_rewrites_opt(baseline_rewrites, version))
-        with progress_bar("drawing rewrite steps", "") as progress:
-            index = api.build_site(outdir, prof, log, progress=progress, **render_opts)
+        with gc_paused():  # millions of acyclic objects: see gcpause
+            writer = writer_for(command, target, run.read())
+            run.derive(writer.reads)
+        label, unit = writer.progress or ("", "")
+        with progress_bar(label, unit, quiet or writer.progress is None) as progress:
+            text = writer.write(run, target, progress)
     finally:
         discard_prepared()  # a rewrites trace alone has no report
-    say(f"wrote {index} in {time.perf_counter() - t0:.2f} s")
-    return index
+    if not quiet:  # line by line: a reader that left (`… | head`) then ends in BrokenPipeError, never in a short write
+        sys.stdout.writelines(text.splitlines(keepends=True))
+    return writer
+
+
+def convert(inputs: Sequence[Path], output: Path, version: str | None = None, quiet: bool = False, **trace: Any
+            ) -> int:
+    """PROFILE [REWRITES] → one trace file, or (above `window_events` events, no flavor) an overview and windows, as
+    `vizexport PROFILE -o OUT` does; `trace`: TraceOptions' fields (compress, window_events: None by default,
+    flavor)."""
+    target = classify("convert", str(output))
+    if target.kind == FOLDER:
+        raise InputError(f"{output}: names a folder, not a trace file ({', '.join('*' + f for f in FORMATS)})")
+    run = Run(tuple(inputs), load=LoadOptions(version), trace=TraceOptions(**{"window_events": None, **trace}))
+    emit("convert", target, run, quiet)
+    return 0
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
     if args.window_events < 1:
         raise InputError(f"--window-events must be positive, not {args.window_events}")
-    if is_folder(args.output):
-        if args.flavor:
-            raise InputError(f"{args.output}: --flavor {args.flavor} is for a .json or .json.gz trace, not a folder")
-        check_folder(Path(args.output))  # before the inputs are read: a folder we may not replace ends the run
-        opts = {"ctx": args.ctx, "rewrite": args.rewrite, "all_steps": args.all_steps, "max_nodes": args.max_nodes,
-                "jobs": args.jobs, "steps": args.steps, "window_events": None if args.no_split else args.window_events,
-                "baseline": args.baseline, "baseline_rewrites": args.baseline_rewrites, "peak_gflops": args.peak_gflops,
-                "peak_gbs": args.peak_gbs}
-        export_folder(args.inputs, Path(args.output), args.tinygrad_version, **opts)
-        return 0
-    if args.baseline or args.baseline_rewrites or args.peak_gflops or args.peak_gbs:
-        raise InputError(f"{args.output}: --baseline and --peak-* make site pages: name a folder (-o OUTDIR/)")
-    return convert(args.inputs, Path(args.output), args.tinygrad_version, not args.no_compress,
-                   window_events=None if args.no_split else args.window_events, flavor=args.flavor)
+    target = classify("convert", args.output)
+    base = (args.baseline, args.baseline_rewrites)
+    run = Run(tuple(args.inputs), load=LoadOptions(args.tinygrad_version),
+              trace=TraceOptions(not args.no_compress, None if args.no_split else args.window_events, args.flavor),
+              steps=StepOptions(args.ctx, args.rewrite, "all" if args.all_steps else args.steps, args.max_nodes,
+                                args.jobs),
+              answers=AnswerOptions(args.peak_gflops, args.peak_gbs),
+              baseline=Run(base, named=True, load=LoadOptions(args.tinygrad_version)) if any(base) else None)
+    emit("convert", target, run)
+    return 0
 
 
 def cmd_open(args: argparse.Namespace) -> int:
@@ -385,8 +334,8 @@ def pick_window(trace: Path, at: str | None, window: int | None) -> Path:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    summaries = [api.summarize(api.load_any(f, args.tinygrad_version)) for f in args.files]
-    print(as_json(summaries) if args.json else "\n".join(map(as_text, summaries)))
+    run = Run(tuple(args.files), load=LoadOptions(args.tinygrad_version))
+    emit("info", classify("info", None, "json" if args.json else TEXT), run)
     return 0
 
 
@@ -396,79 +345,37 @@ def use_color() -> bool:
 
 
 def cmd_top(args: argparse.Namespace) -> int:
-    with gc_paused():
-        prof, log = load_inputs(args.inputs, args.tinygrad_version)
-        table = api.kernel_table(prof, log, tuple(args.between) if args.between else None, args.device)
-    if args.device and not table.device_ns and args.device not in table.devices:
-        raise InputError(f"{prof.path}: no launches on device {args.device!r} (devices: "
-                         f"{', '.join(map(shown, table.devices)) or 'none'})")
-    if args.json or args.csv:
-        print((tables.as_json if args.json else tables.as_csv)(table, args.n), end="" if args.csv else "\n")
-    else:
-        print(tables.as_text(table, 20 if args.n is None else args.n, use_color()))
+    run = Run(tuple(args.inputs), load=LoadOptions(args.tinygrad_version),
+              answers=AnswerOptions(between=tuple(args.between) if args.between else None, device=args.device),
+              view=ViewOptions(args.n, use_color()))
+    emit("top", classify("top", None, "json" if args.json else "csv" if args.csv else TEXT), run)
     return 0
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    with gc_paused():
-        log = api.load_any(args.rewrites, args.tinygrad_version)
-        if not isinstance(log, RewriteLog):
-            raise InputError(f"{args.rewrites}: a profile, not a rewrites trace (show needs rewrites.pkl)")
-        view = api.show_rewrites(log, args.ctx, args.rewrite)
-    if args.json:
-        print(json_text(json.dumps(view, indent=1, ensure_ascii=False)))
-    else:
-        print((show.context_text if args.rewrite is None else show.rewrite_text)(view, use_color()))
+    run = Run((args.rewrites,), load=LoadOptions(args.tinygrad_version),
+              steps=StepOptions(ctx=args.ctx, rewrite=args.rewrite), view=ViewOptions(color=use_color()))
+    emit("show", classify("show", None, "json" if args.json else TEXT), run)
     return 0
 
 
-def load_one_profile(path: Path, version: str | None) -> Profile:
-    prof = api.load_any(path, version)
-    if not isinstance(prof, Profile):
-        raise InputError(f"{path}: a rewrites trace, not a profile (name the profile.pkl)")
-    if not prof.n_events:
-        raise InputError(f"{path}: the profile holds no events (nothing to show)")
-    return prof
-
-
-def load_rewrites_opt(path: Path | None, version: str | None) -> RewriteLog | None:
-    if path is None:
-        return None
-    log = api.load_any(path, version)
-    if not isinstance(log, RewriteLog):
-        raise InputError(f"{path}: a profile, not a rewrites trace (name the rewrites.pkl)")
-    return log
-
-
 def cmd_report(args: argparse.Namespace) -> int:
-    if args.output is not None:
-        check_output(args.output)
-    with gc_paused():
-        prof, log = load_inputs(args.inputs, args.tinygrad_version)
-        r = api.report(prof, log, peak_gflops=args.peak_gflops, peak_gbs=args.peak_gbs)
-    if args.output is None:
-        sys.stdout.write(report_text(r))
-        return 0
-    write_report(r, args.output)
-    say(f"wrote {args.output}: {headline(r)}")
+    target = classify("report", args.output)
+    run = Run(tuple(args.inputs), load=LoadOptions(args.tinygrad_version),
+              answers=AnswerOptions(args.peak_gflops, args.peak_gbs))
+    emit("report", target, run)
     return 0
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    if args.output is not None:
-        check_output(args.output)
-    v = args.tinygrad_version
-    with gc_paused():
-        base, pr = load_one_profile(args.base, v), load_one_profile(args.pr, v)
-        d = api.diff(base, pr, load_rewrites_opt(args.base_rewrites, v), load_rewrites_opt(args.pr_rewrites, v),
-                     alpha=args.alpha, min_effect=args.min_effect / 100)
-    if args.output is None:
-        sys.stdout.write(diff_text(d))
-    else:
-        write_diff(d, args.output)
-        say(f"wrote {args.output}: {verdict_counts(d)}")
+    target = classify("diff", args.output)
+    load = LoadOptions(args.tinygrad_version)
+    run = Run((args.pr, args.pr_rewrites), named=True, load=load,
+              answers=AnswerOptions(alpha=args.alpha, min_effect=args.min_effect / 100),
+              baseline=Run((args.base, args.base_rewrites), named=True, load=load))
+    emit("diff", target, run)
     if args.fail_if_slower is not None:
-        slow = d.slowdowns(args.fail_if_slower)
+        slow = run.diff.slowdowns(args.fail_if_slower) if run.diff is not None else []
         if slow:
             names = ", ".join(f"{shown(k.label)} on {shown(k.device)} ({(k.ratio - 1) * 100:+.1f}%)" for k in slow)
             say(f"vizexport: {len(slow)} kernel(s) significantly slower by more than {args.fail_if_slower:g}%: "
@@ -483,23 +390,9 @@ def sample_files() -> list[Path]:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    """Everything on the bundled sample, each input read and decoded once."""
-    t0 = time.perf_counter()
-    check_folder(args.output)
-    with gc_paused():
-        prof, log = load_inputs(sample_files(), args.tinygrad_version)
-        launches = api.decode_launches(prof)
-        tl = api.build_timeline(prof, log, launches)
-    summaries = [api.summarize(prof, launches), api.summarize(log)]
-    print("\n".join(map(as_text, summaries)))
-    with progress_bar("drawing rewrite steps", "") as progress, atomic_folder(args.output) as tmp, \
-            stopping_on_error():
-        api.build_site(tmp, prof, log, progress=progress, timeline=tl, summary=summaries[0], atomic=False)
-        api.write_trace(tl, tmp / "trace.json.gz")
-        write_atomic(tmp / "info.json", as_json(summaries).encode())
-    index = args.output / "index.html"
-    say(f"wrote {index}, trace.json.gz and info.json in {time.perf_counter() - t0:.2f} s")
-    say(f"open {index} in a browser, or run: vizexport open {args.output / 'trace.pftrace'}")
+    """Everything on the bundled sample, each input read and decoded once (one Run: the site, the trace and
+    info.json read it)."""
+    emit("demo", classify("demo", args.output), Run(tuple(sample_files()), load=LoadOptions(args.tinygrad_version)))
     return 0
 
 

@@ -1,9 +1,9 @@
 """Step graphs (records.StepGraphs) → DOT → SVG step sequences with a manifest: a writer.
 
-`render_rewrites(graphs, outdir, …)` is the entry point; `dot` writes Graphviz text, `render` runs Graphviz, `diff`
-prints the text diff of a match, `manifest` is the typed manifest.json.
+`render_rewrites(graphs, outdir, StepOptions(…))` is the entry point; `dot` writes Graphviz text, `render` runs
+Graphviz, `diff` prints the text diff of a match, `manifest` is the typed manifest.json.
 """
-from .export import render_rewrites
+from .export import StepOptions, render_rewrites
 from .render import DotMissing
 
-__all__ = ["DotMissing", "render_rewrites"]
+__all__ = ["DotMissing", "StepOptions", "render_rewrites"]

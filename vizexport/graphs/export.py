@@ -50,6 +50,21 @@ TAKEN = ("manifest.json", STAMP, "index.html", "static", "ctx", "kernel", "packs
 
 
 @dataclass(frozen=True)
+class StepOptions:
+    """Which rewrite steps are drawn and how: `ctx` / `rewrite` select contexts and rewrites by name (re.search;
+    `vizexport show` also takes an index), `steps` is one of POLICIES, graphs above `max_nodes` show the neighbourhood
+    of the change (the site's step viewer too), `jobs` processes (None: the CPUs), `timeout` seconds Graphviz may spend
+    on one graph."""
+
+    ctx: str | None = None
+    rewrite: str | None = None
+    steps: str = "default"
+    max_nodes: int = 400
+    jobs: int | None = None
+    timeout: float = 30.0
+
+
+@dataclass(frozen=True)
 class Settings:
     steps: str  # one of POLICIES
     max_nodes: int
@@ -70,27 +85,27 @@ class Task:
         return sum(self.costs)
 
 
-def render_rewrites(graphs: StepGraphs, outdir: Path | str, ctx: str | None = None, rewrite: str | None = None,
-                    all_steps: bool = False, max_nodes: int = 400, jobs: int | None = None,
-                    timeout: float = 30.0, progress: Progress | None = None,
-                    steps: str = "default") -> Manifest:
+def render_rewrites(graphs: StepGraphs, outdir: Path | str, options: StepOptions = StepOptions(),
+                    progress: Progress | None = None) -> Manifest:
     """Render the steps of a rewrites trace as SVGs under `outdir`; return the manifest (also written to
     outdir/manifest.json).
 
-    ctx / rewrite: regular expressions (re.search) selecting contexts by name and rewrites by name. By default every
-    rewrite gets its first and last state and, with at most 50 matches, every step (`steps="default"`);
-    `steps="ends"` renders only the first and last states, `steps="all"` (or `all_steps`) every step.
+    `options.ctx` / `options.rewrite`: regular expressions (re.search) selecting contexts by name and rewrites by
+    name. By default every rewrite gets its first and last state and, with at most 50 matches, every step
+    (`steps="default"`); `steps="ends"` renders only the first and last states, `steps="all"` every step.
     Graphs above `max_nodes` show the neighbourhood of the change, with a note. `jobs`: processes (default: the CPUs
     this process may use). `timeout`: seconds Graphviz may spend on one graph before it is replaced by a note.
     `progress(done, total)` is called as work completes (units: rough cost), e.g. to drive a progress bar.
     Raises InputError for input that is not a non-empty rewrites trace or a selection that matches nothing,
     ValueError for a non-positive max_nodes or timeout, and DotMissing when Graphviz is not installed.
     """
+    ctx, rewrite, steps, max_nodes, jobs, timeout = (options.ctx, options.rewrite, options.steps, options.max_nodes,
+                                                     options.jobs, options.timeout)
     if max_nodes < 1 or timeout <= 0:
         raise ValueError("max_nodes and timeout must be positive")
     if steps not in POLICIES:
         raise ValueError(f"steps must be one of {', '.join(POLICIES)}, not {steps!r}")
-    opts = Settings("all" if all_steps else steps, max_nodes, timeout)
+    opts = Settings(steps, max_nodes, timeout)
     tasks = _select(graphs, ctx, rewrite, opts.steps)
     check_dot()
     widen_output(SVG_OUTPUT_PER_INPUT_BYTE, "SVG steps")  # a drawn step is up to ~150 KB, from a few bytes of matches

@@ -2,7 +2,8 @@
 
 Each writer says what it writes (its file suffix, binary or text), as pyinstrument's renderers do; `writer_for` picks
 one by an output name, and any writer's output may be gzip'd by adding `.gz`. A writer may speak dialects of its
-format (`flavors`): Chrome JSON also comes as the PyTorch profiler writes it (`kineto`).
+format (`flavors`): Chrome JSON also comes as the PyTorch profiler writes it (`kineto`). The command's registry of
+every output (writers.py) lists these and calls `write_file` with the one it picked.
 """
 from __future__ import annotations
 
@@ -78,7 +79,12 @@ def write_trace(tl: Timeline, path: Path | str, compress: bool = True, progress:
         takers = [w.suffix for w in WRITERS if flavor in w.flavors]
         raise ValueError(f"{path}: no {flavor!r} flavour of {kind.description} (it is for "
                          f"{', '.join(takers) or 'no format'})")
-    writer = kind(compress=compress and not gz, flavor=flavor)
+    return write_file(kind(compress=compress and not gz, flavor=flavor), gz, tl, path, progress)
+
+
+def write_file(writer: TraceWriter, gz: bool, tl: Timeline, path: Path, progress: Progress | None = None) -> int:
+    """Write `tl` to `path` with `writer` (its output gzip'd if `gz`), for a caller that knows the format already;
+    returns the file size. Nothing is left on failure."""
     with atomic_file(path) as f:
         raw = gzip.GzipFile(fileobj=f, mode="wb", compresslevel=6, mtime=0) if gz else f
         try:

@@ -1,28 +1,24 @@
 """Writers of the answers (analysis.report.Report, analysis.diff.Diff): plain text for a terminal or a CI log,
-Markdown for a pull-request comment, JSON (the records as they are), and one self-contained HTML file with SVG plots.
+Markdown for a pull-request comment, JSON (the records as they are), and one self-contained HTML file with SVG plots
+(the command's writers, writers.py, pick one by the output's name).
 The site (vizexport/site) shows the same sections and plots as pages of its own."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 import jinja2
 
 from .._version import __version__
 from ..analysis.diff import Diff
 from ..analysis.report import Report
-from ..errors import InputError
-from ..output import write_atomic
 from ..records import to_json
 from ..text import html_value, shown
 from . import diff_sections, run_sections
 from .render import as_markdown, as_text
 from .tables import Section
 
-FORMATS = (".html", ".json", ".md")
 REPORT_TITLE, DIFF_TITLE = "Run report", "Diff"
 
 
@@ -50,36 +46,29 @@ def _run_name(file: str) -> str:
     return p.parent.name if p.name.split(".")[0] == "profile" and p.parent.name else p.name
 
 
-def write_report(r: Report, path: Path) -> None:
-    """`path`'s suffix picks the format: .html, .json or .md."""
-    from .plots import report_plots  # matplotlib: imported only to draw
-    _write(path, r, report_title(r), run_sections.headline(r), run_sections.sections(r), report_plots)
+def _page(x: Report | Diff) -> tuple[str, str, list[Section]]:
+    """A report's or a diff's title, headline and sections."""
+    if isinstance(x, Diff):
+        return diff_title(x), diff_sections.verdict_counts(x), diff_sections.sections(x)
+    return report_title(x), run_sections.headline(x), run_sections.sections(x)
 
 
-def write_diff(d: Diff, path: Path) -> None:
-    from .plots import diff_plots
-    _write(path, d, diff_title(d), diff_sections.verdict_counts(d), diff_sections.sections(d), diff_plots)
+def answer_json(x: Report | Diff) -> str:
+    """The records as they are (a report.json or diff.json)."""
+    return json.dumps(to_json(x), indent=1, allow_nan=False)
 
 
-def check_output(path: Path) -> None:
-    """Refuse an output name of an unknown format, or one that names anything but a regular file."""
-    if path.suffix.lower() not in FORMATS:
-        raise InputError(f"{path}: unknown output format (name a {', '.join('*' + f for f in FORMATS)} file)")
-    if path.exists() and not path.is_file():
-        raise InputError(f"{path}: is not a regular file (vizexport only replaces regular files)")
+def answer_markdown(x: Report | Diff) -> str:
+    """A pull-request comment."""
+    return as_markdown(*_page(x))
 
 
-def _write(path: Path, x: Report | Diff, title: str, headline: str, sections: list[Section],
-           plots: Callable[[Any], dict[str, str]]) -> None:
-    check_output(path)
-    suffix = path.suffix.lower()
-    if suffix == ".json":
-        data = json.dumps(to_json(x), indent=1, allow_nan=False)
-    elif suffix == ".md":
-        data = as_markdown(title, headline, sections)
-    else:
-        data = standalone(title, title.split(":")[0].lower(), headline, sections, plots(x))
-    write_atomic(path, data.encode())
+def answer_html(x: Report | Diff) -> str:
+    """One HTML file, its plots inlined as SVG."""
+    from .plots import diff_plots, report_plots  # matplotlib: imported only to draw
+    title, headline, sections = _page(x)
+    plots = diff_plots(x) if isinstance(x, Diff) else report_plots(x)
+    return standalone(title, title.split(":")[0].lower(), headline, sections, plots)
 
 
 def environment(loader: jinja2.BaseLoader | None = None) -> jinja2.Environment:

@@ -89,49 +89,52 @@ def _script_json(x: Any) -> str:
     return json.dumps(x).replace("</", "<\\/")
 
 
-def build_site(outdir: Path, summary: ProfileSummary | None = None, graphs: StepGraphs | None = None,
-               timeline: Timeline | None = None, listings: list[Listing] | None = None, max_nodes: int = 400,
-               jobs: int | None = None, progress: Progress | None = None, rewrites_dir: str = "rewrites",
-               window_events: int = WINDOW_EVENTS, report: Report | None = None, diff: Diff | None = None) -> Path:
-    """Write the site into `outdir` and return the path of its index.html.
+@dataclass(frozen=True)
+class Pages:
+    """What a site shows: the profile's figures (`summary`) and tracks (`timeline`), its programs' machine code
+    (`listings`), its rewrites trace's step graphs (`graphs`), the run report and the diff from a base run."""
 
-    `summary` and `timeline` describe the profile, `listings` its programs' machine code, `graphs` its rewrites
-    trace, whose step packs go to `rewrites_dir` (relative to `outdir`), written in `jobs` processes. The step
-    viewer shows graphs above `max_nodes` boxes as the neighbourhood of the change, as the SVG export does. A
-    timeline of more than `window_events` events is written as an overview and windows (perfetto.split).
-    `report` adds report.html, `diff` (against a base run) diff.html, both with their plots inlined as SVG."""
+    summary: ProfileSummary | None = None
+    graphs: StepGraphs | None = None
+    timeline: Timeline | None = None
+    listings: list[Listing] = field(default_factory=list)
+    report: Report | None = None
+    diff: Diff | None = None
+
+
+@dataclass(frozen=True)
+class SiteOptions:
+    """The step packs go to `rewrites_dir` (relative to the site), written in `jobs` processes; the step viewer shows
+    graphs above `max_nodes` boxes as the neighbourhood of the change, as the SVG export does; a timeline of more than
+    `window_events` events is written as an overview and windows (perfetto.split)."""
+
+    max_nodes: int = 400
+    jobs: int | None = None
+    rewrites_dir: str = "rewrites"
+    window_events: int = WINDOW_EVENTS
+
+
+def build_site(outdir: Path, pages: Pages, options: SiteOptions = SiteOptions(), progress: Progress | None = None
+               ) -> Path:
+    """Write the site of `pages` into `outdir` and return the path of its index.html. A report adds report.html,
+    a diff (against a base run) diff.html, both with their plots inlined as SVG."""
     outdir.mkdir(parents=True, exist_ok=True)
     _static(outdir)
     env, common = _env(), {"version": __version__}
     code: dict[str, str] = {}  # highlighted sources (a kernel page and its context page show the same)
+    summary, graphs, timeline, report, diff = pages.summary, pages.graphs, pages.timeline, pages.report, pages.diff
     plots = in_background(_plots, report, diff, warm=warm_plots) if report is not None or diff is not None else None
     contexts = _context_pages(graphs)
-    packs = write_packs(graphs, outdir / rewrites_dir / "packs", jobs) if graphs is not None else iter(())
-    kernels = _kernels(timeline, contexts, listings or [])
+    packs = write_packs(graphs, outdir / options.rewrites_dir / "packs", options.jobs) if graphs is not None \
+        else iter(())
+    kernels = _kernels(timeline, contexts, pages.listings or [])
     title = Path(summary.file if summary else graphs.path if graphs else "vizexport").parent.name or "vizexport"
     t0 = min((t.ts[0] for t in timeline.tracks if len(t)), default=0) if timeline else 0
-    windows = None
-    if timeline is not None and timeline.n_events() > window_events:
-        split = write_split(timeline, outdir / TRACE, window_events)
-        windows = _window_bar(split, outdir)
-    elif timeline is not None:
-        write_trace(timeline, outdir / TRACE)
+    windows = _trace(outdir, timeline, options.window_events)
     for kp in kernels:
         _page(env, outdir / kp.page, "kernel.html", 1, title=kp.label, kp=kp, k=kp.kernel, t0=t0, ctx=kp.ctx,
               source=_highlighted(kp.ctx.context.source if kp.ctx else None, code), **common)
-    packs_dir = f"{rewrites_dir}/packs/".removeprefix("./")
-
-    def context_page(c: ContextPage) -> None:
-        config = {"context": c.index, "header": HEADER, "highlight": HIGHLIGHT, "darkBelow": DARK_BELOW,
-                  "maxNodes": max_nodes}
-        _page(env, outdir / c.page, "context.html", 1, title=c.name, c=c, ctx=c.context, config=config,
-              pack=f"{packs_dir}{c.pack.path}" if c.pack else None,
-              source=None if c.kernels else _highlighted(c.context.source, code), **common)
-    for c in contexts:
-        if not c.context.rewrites:  # no pack
-            context_page(c)
-    for c in _take_packs(contexts, packs, progress):  # each page as its step pack, written meanwhile, is done
-        context_page(c)
+    _contexts(env, outdir, contexts, packs, options, progress, code, common)
     answers = _answers(env, outdir, report, diff, plots() if plots else ({}, {}), common)
     releases = [(label, r) for label, r in (("Profile", summary and summary.tinygrad),
                                             ("Rewrites", graphs and ReleaseInfo.of(graphs.release))) if r]
@@ -144,6 +147,34 @@ def build_site(outdir: Path, summary: ProfileSummary | None = None, graphs: Step
           contexts=contexts, pmc=(summary and summary.pmc) or [], sqtt=(summary and summary.sqtt) or [],
           windows=windows, answers=answers, **common)
     return index
+
+
+def _trace(outdir: Path, timeline: Timeline | None, window_events: int) -> list[dict] | None:
+    """The site's trace, whole or (above `window_events` events) as an overview and windows: those for the index
+    page's time bar."""
+    if timeline is not None and timeline.n_events() > window_events:
+        return _window_bar(write_split(timeline, outdir / TRACE, window_events), outdir)
+    if timeline is not None:
+        write_trace(timeline, outdir / TRACE)
+    return None
+
+
+def _contexts(env: jinja2.Environment, outdir: Path, contexts: list[ContextPage], packs: Iterator[PackInfo],
+              options: SiteOptions, progress: Progress | None, code: dict[str, str], common: dict) -> None:
+    """A page per rewrite context: those without rewrites at once, the others each once its step pack is written."""
+    packs_dir = f"{options.rewrites_dir}/packs/".removeprefix("./")
+
+    def context_page(c: ContextPage) -> None:
+        config = {"context": c.index, "header": HEADER, "highlight": HIGHLIGHT, "darkBelow": DARK_BELOW,
+                  "maxNodes": options.max_nodes}
+        _page(env, outdir / c.page, "context.html", 1, title=c.name, c=c, ctx=c.context, config=config,
+              pack=f"{packs_dir}{c.pack.path}" if c.pack else None,
+              source=None if c.kernels else _highlighted(c.context.source, code), **common)
+    for c in contexts:
+        if not c.context.rewrites:  # no pack
+            context_page(c)
+    for c in _take_packs(contexts, packs, progress):  # each page as its step pack, written meanwhile, is done
+        context_page(c)
 
 
 def _window_bar(split: Split, outdir: Path) -> list[dict]:

@@ -4,13 +4,17 @@ Roots, in order: host tracks (TINY, USER, GC), devices in natural order (NULL, N
 Under TINY: its spans, then `Launches` (the exec events, each with flows to the device work it started).
 Under a device root: its own queue track, `<root> Graph`, engines (`<root>:SDMA:0`, …), then `<device> Memory` and
 `<device> Buffers` (a slice per buffer lifetime, on as many lanes as overlaps need), SQTT launches, PMA captures.
+
+A build may be partial (`stages`): the device queue, copy-engine and `<root> Graph` tracks are always there, each stage
+adds its part. Every trace and the site show the full build (ALL_STAGES); an analysis asks only for what it reads
+(`vizexport top`: no stage, or MARKERS for --between), and what it reads is the same as in the full build.
 """
 from __future__ import annotations
 
 import bisect
 from collections import defaultdict
 from dataclasses import dataclass
-from functools import partial
+from functools import cached_property, partial
 from itertools import chain
 from operator import attrgetter
 from pathlib import Path
@@ -40,9 +44,19 @@ from ..timeline import (
 )
 from .buffers import lifetimes
 from .estimates import Estimates
-from .launches import LAUNCHES, ExecArgs, add_launches, link_launches
+from .launches import LAUNCHES, ExecArgs, LaunchLinks, add_launches, link_launches
 
 FORK_SPANS = 300_000  # spans from which host spans are prepared in a forked process (below, forking costs more)
+# the stages of a build (see the module's docstring)
+HOST_SPANS = "host spans"  # the host roots' tracks (TINY, USER, GC): Python-side spans
+CALLSTACKS = "callstacks"  # every slice's Python callstack
+LAUNCH_LINKS = "launches"  # the host's `Launches` track: each exec event, its flows to the device work it started, the
+#                            launch latency and the exec's arguments (buffers, variables) on that work's slices
+GRAPH_FLOWS = "graph flows"  # JIT graph dependencies between entries
+MEMORY = "memory"  # `<device> Memory` counters and `<device> Buffers` lifetimes
+CAPTURES = "captures"  # decoded AMD SQTT/PMC launches and PMA captures: their tracks and the PMC args of kernel slices
+MARKERS = "markers"
+ALL_STAGES = frozenset({HOST_SPANS, CALLSTACKS, LAUNCH_LINKS, GRAPH_FLOWS, MEMORY, CAPTURES, MARKERS})
 
 
 def _span_column(spans: np.ndarray, field: str, missing: np.ndarray | None = None) -> np.ndarray:
@@ -83,13 +97,19 @@ def _fits(stack: list[int], st: int, en: int) -> bool:
     return not stack or en <= stack[-1]
 
 
-def build_timeline(prof: Profile, rewrites: RewriteLog | None = None, launches: list[Launch] | None = None
-                   ) -> Timeline:
+def build_timeline(prof: Profile, rewrites: RewriteLog | None = None, launches: list[Launch] | None = None,
+                   stages: frozenset[str] = ALL_STAGES) -> Timeline:
     """The profile's tracks (and, with its rewrites trace, kernel estimates and codegen names). `launches`: the
-    profile's SQTT/PMC launches, decoded (sqtt.load_launches) unless given."""
-    if launches is None:
+    profile's SQTT/PMC launches, decoded (sqtt.load_launches) unless given (or CAPTURES is not a stage). `stages`:
+    what to build besides the device tracks (ALL_STAGES: everything)."""
+    unknown = stages - ALL_STAGES
+    if unknown:
+        raise ValueError(f"no timeline stage {', '.join(sorted(unknown))} (stages: {', '.join(sorted(ALL_STAGES))})")
+    if CAPTURES not in stages:
+        launches = []
+    elif launches is None:
         launches = load_launches(prof) if prof.captures else []
-    return _Builder(prof, rewrites, launches).build()
+    return _Builder(prof, rewrites, launches, stages).build()
 
 
 @dataclass
@@ -209,8 +229,10 @@ def _host_columns(spans: list[Span], by_dev: dict[str, list[int]] | None = None,
 
 
 class _Builder:
-    def __init__(self, prof: Profile, rewrites: RewriteLog | None, launches: list[Launch]) -> None:
+    def __init__(self, prof: Profile, rewrites: RewriteLog | None, launches: list[Launch],
+                 stages: frozenset[str] = ALL_STAGES) -> None:
         self.p, self.tl, self.launches = prof, Timeline(prof.path), launches
+        self.stages = stages
         self.est = Estimates(rewrites) if rewrites is not None else None
         self.placed: dict[int, tuple[Track, int]] = {}  # device span index → (track, event index)
         self.batches: dict[int, tuple[Track, int]] = {}  # graph batch index → its `batched N` slice
@@ -219,59 +241,79 @@ class _Builder:
         self.parts = _KeyParts()
 
     def build(self) -> Timeline:
-        # the biggest host device's spans (alone half of this build) are sorted and named in a forked process meanwhile;
-        # it groups the spans by device itself, so that it starts at once, while this process does the same for the rest
-        biggest = partial(_host_columns, self.p.spans, biggest=True)
-        biggest = forked(biggest) if len(self.p.spans) >= FORK_SPANS else biggest
-        spans_by_dev = _by_device(self.p.spans)
-        columns = _host_columns(self.p.spans, spans_by_dev, biggest=False)
-        self.links = link_launches(self.p, sorted(chain.from_iterable(idx for d, idx in spans_by_dev.items()
-                                                                      if d not in HOST)))
-        memory = self.p.memory()
-        self.lifetimes = lifetimes(self.p) if memory else {}
-        mem_devs = sorted(memory, key=natural)
-        graph_roots = {device_root(g.device) for g in self.p.graphs if g.entries}
+        columns, spans_by_dev = self._columns()
+        mem_devs = sorted(self.memory, key=natural)
         roots = {device_root(d) for d in spans_by_dev} | {device_root(d) for d in mem_devs}
         roots |= {LAUNCHES} if self.links.spans else set()
         order = [r for r in HOST if r in roots] + sorted(roots - set(HOST), key=natural)
+        for root in order:
+            self._root(root, spans_by_dev, columns, mem_devs)
+        if GRAPH_FLOWS in self.stages:
+            self._flows()
+        self._metadata()
+        if self.links.spans:
+            add_launches(self.tl, self.launches_track, self.p, self.links, self.placed, self.batches, self.exec_args)
+        if MARKERS in self.stages:
+            self._markers()
+        return self.tl
+
+    def _columns(self) -> tuple[dict[str, _Columns], dict[str, list[int]]]:
+        """Every placed device string's spans as columns (and each one's span indexes); the launch links, memory
+        and buffer lifetimes meanwhile."""
+        # the biggest host device's spans (alone half of this build) are sorted and named in a forked process meanwhile;
+        # it groups the spans by device itself, so that it starts at once, while this process does the same for the rest
+        host = HOST_SPANS in self.stages
+        biggest = partial(_host_columns, self.p.spans, biggest=True)
+        biggest = forked(biggest) if host and len(self.p.spans) >= FORK_SPANS else biggest
+        spans_by_dev = _by_device(self.p.spans)
+        columns = _host_columns(self.p.spans, spans_by_dev, biggest=False) if host else {}
+        device_spans = sorted(chain.from_iterable(idx for d, idx in spans_by_dev.items() if d not in HOST))
+        self.links = link_launches(self.p, device_spans) if LAUNCH_LINKS in self.stages else LaunchLinks({}, {})
+        self.memory = self.p.memory() if MEMORY in self.stages else {}
+        self.lifetimes = lifetimes(self.p) if self.memory else {}
+        if not host:
+            spans_by_dev = {d: idx for d, idx in spans_by_dev.items() if d not in HOST}
         execs = self._execs = self._execs_by_device()
         launches = self.launches  # AMD SQTT/PMC captures per kernel launch
         self.pmc = pmc_span_args(self.p, launches) if launches else {}
         columns |= {d: self._device_columns(d, idx, execs.get(d)) for d, idx in spans_by_dev.items() if d not in HOST}
-        columns |= biggest()
-        for root in order:
-            group = self.tl.add_track(root, None, "group", Role.HOST if root in HOST else Role.DEVICE)
-            devs = sorted((d for d in spans_by_dev if device_root(d) == root), key=natural)
-            for d in (d for d in devs if d == root):
-                self._place(group, d, columns.pop(d))
-            if root == LAUNCHES and self.links.spans:
-                launches_track = self.tl.add_track("Launches", group, "slice", Role.LAUNCHES)
-            if root in graph_roots:
-                self._graph_track(group, root)
-            for d in (d for d in devs if d != root):
-                self._place(group, d, columns.pop(d))
-            for d in mem_devs:
-                if device_root(d) == root:
-                    self._memory(group, d, *memory[d])
-                    self._buffers(group, d)
-            mine = [la for la in launches if device_root(la.device) == root]
-            if mine:
-                add_sqtt_tracks(self.tl, group, self.p, mine)
-            if any(c.kind == "pma" and device_root(c.device) == root for c in self.p.captures):
-                add_pma_tracks(self.tl, group, self.p)
-        self._flows()
-        self._metadata()
-        if self.links.spans:
-            add_launches(self.tl, launches_track, self.p, self.links, self.placed, self.batches, self.exec_args)
-        self._markers()
-        return self.tl
+        return (columns | biggest()) if host else columns, spans_by_dev
+
+    def _root(self, root: str, spans_by_dev: dict[str, list[int]], columns: dict[str, _Columns], mem_devs: list[str]
+              ) -> None:
+        """A root's group and its tracks, in order."""
+        group = self.tl.add_track(root, None, "group", Role.HOST if root in HOST else Role.DEVICE)
+        devs = sorted((d for d in spans_by_dev if device_root(d) == root), key=natural)
+        for d in (d for d in devs if d == root):
+            self._place(group, d, columns.pop(d))
+        if root == LAUNCHES and self.links.spans:
+            self.launches_track = self.tl.add_track("Launches", group, "slice", Role.LAUNCHES)
+        if root in self._graph_roots:
+            self._graph_track(group, root)
+        for d in (d for d in devs if d != root):
+            self._place(group, d, columns.pop(d))
+        for d in mem_devs:
+            if device_root(d) == root:
+                self._memory(group, d, *self.memory[d])
+                self._buffers(group, d)
+        mine = [la for la in self.launches if device_root(la.device) == root]
+        if mine:
+            add_sqtt_tracks(self.tl, group, self.p, mine)
+        if CAPTURES in self.stages and any(c.kind == "pma" and device_root(c.device) == root
+                                           for c in self.p.captures):
+            add_pma_tracks(self.tl, group, self.p)
+
+    @cached_property
+    def _graph_roots(self) -> set[str]:
+        return {device_root(g.device) for g in self.p.graphs if g.entries}
 
     # --- slices -------------------------------------------------------------------------------------------------
     def _place(self, group: Track, dev: str, c: _Columns) -> None:
         """Spans of one device string on as many same-named lanes as keep every lane properly nested."""
         intern, stack = self.tl.intern, _Once(self.tl.intern_stack)
         sids = np.array([intern(name) for name in c.names], np.int64)[c.rows]
-        stacks = np.array([-1 if f is None else stack(f) for f in c.frames], np.int64)[c.rows]
+        stacks = np.array([-1 if f is None else stack(f) for f in c.frames] if CALLSTACKS in self.stages else
+                          np.full(len(c.frames), -1), np.int64)[c.rows]
         has_args = np.fromiter(map(bool, c.args), bool, len(c.args))[c.rows]
         n_lanes = int(c.lanes.max(initial=0)) + 1
         role = Role.HOST if dev in HOST else Role.COPY if is_copy_engine(dev) else Role.QUEUE
@@ -296,8 +338,8 @@ class _Builder:
             name, a = self._device_name_args(s, execs)
             names.append(name)
             args[j] = {**a, **self.pmc[i]} if i in self.pmc else a
-        return _Columns(at, st, dur, lanes, np.arange(len(sub), dtype=np.int32), names, args,
-                        [self.parts.frames(s.key.tb) for s in sub])
+        frames = [self.parts.frames(s.key.tb) for s in sub] if CALLSTACKS in self.stages else [None] * len(sub)
+        return _Columns(at, st, dur, lanes, np.arange(len(sub), dtype=np.int32), names, args, frames)
 
     def _device_name_args(self, s: Span, execs: list | None) -> tuple[str, dict]:
         k, args = s.key, dict(_key_args(s.key, self.parts)[1])
@@ -316,7 +358,7 @@ class _Builder:
         if ex is not None:
             key, e = ex
             var_vals = e.var_vals
-            if s.graph < 0:
+            if s.graph < 0 and LAUNCH_LINKS in self.stages:
                 args.update(self.exec_args(key, e))
         if ctx is not None:
             name = ctx.key.name

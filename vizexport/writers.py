@@ -1,0 +1,333 @@
+"""Every output of every command, in one registry (as pyinstrument's renderers): each writer says which command it
+serves, what it writes — files of its suffixes, a folder, or text on stdout (a format name) — whether that is binary,
+and which parts of the Run it reads. The command classifies its output once (`classify`), picks the writer
+(`writer_for`; where two take a folder, the Run's inputs decide: a profile makes a site, rewrites alone the SVG
+export), derives what the writer reads and lets it write.
+
+To add an output format: a Writer subclass here, listed in WRITERS (a trace format: a perfetto.TraceWriter, listed in
+perfetto.WRITERS, comes in through `Trace`).
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .analysis import tables
+from .errors import InputError
+from .forks import stopping_on_error
+from .gcpause import gc_paused
+from .graphs import render_rewrites, show
+from .graphs.show import context_view, rewrite_view
+from .info import as_json, as_text
+from .output import Progress, atomic_folder, write_atomic
+from .perfetto import GZ, TraceWriter, write_file, write_trace
+from .perfetto import WRITERS as TRACE_WRITERS
+from .perfetto.split import write_split
+from .records import RewriteLog
+from .report import answer_html, answer_json, answer_markdown, diff_text, report_text
+from .report.diff_sections import verdict_counts
+from .report.run_sections import headline
+from .run import Run
+from .site import TRACE as SITE_TRACE
+from .site import Pages, SiteOptions, build_site
+from .text import json_text, lines, shown
+
+STDOUT, FILE, FOLDER = "stdout", "file", "folder"
+TEXT = "text"  # the stdout format of a command without --json / --csv
+TOP_TEXT_ROWS = 20  # `top` as text: the 20 longest kernels unless -n
+DEMO_TRACE = "trace.json.gz"
+NOT_A_FILE = "is not a regular file (vizexport only replaces regular files)"
+
+
+@dataclass(frozen=True)
+class Target:
+    """An output as classified once: text on stdout (`fmt` names its format), a file of one of a writer's
+    suffixes (`suffix`, lower case), or a folder. `name` is the output as the user gave it (messages quote it)."""
+
+    kind: str
+    path: Path | None = None
+    suffix: str = ""
+    fmt: str = TEXT
+    name: str = ""
+
+    @property
+    def gz(self) -> bool:
+        return self.suffix.endswith(GZ)
+
+
+class Writer:
+    """One output. `command`: the command it serves; `kind`: FILE (named by one of `suffixes`), FOLDER or STDOUT
+    (the format `fmt`); `binary`: what its files hold; `reads`: the Run's parts it reads, derived in this order before
+    it writes; `progress`: the label and unit of a progress bar while it writes (None: it has none); `warm`: see
+    site.warm_plots."""
+
+    command: str = ""
+    kind: str = FILE
+    suffixes: tuple[str, ...] = ()
+    fmt: str = TEXT
+    binary: bool = False
+    reads: tuple[str, ...] = ()
+    progress: tuple[str, str] | None = None
+    warm: bool = False  # it may draw plots: a helper importing matplotlib is forked while the inputs load
+
+    def takes(self, target: Target) -> bool:
+        return target.kind == self.kind and (target.suffix in self.suffixes if self.kind == FILE else
+                                             target.fmt == self.fmt if self.kind == STDOUT else True)
+
+    def accepts(self, run: Run) -> bool:
+        """Whether it takes the run's inputs, where several writers take one output (a folder)."""
+        return True
+
+    def check(self, run: Run, target: Target) -> None:
+        """Refuse options it cannot honour, before any input is read."""
+
+    def write(self, run: Run, target: Target, progress: Progress | None = None) -> str:
+        """Write the output; return what the command prints (the output itself on stdout, or what was written)."""
+        raise NotImplementedError
+
+
+# --- convert: traces, the site, the SVG export ------------------------------------------------------------------
+class Trace(Writer):
+    """A trace file in one of perfetto's formats (its suffix, or with .gz); above TraceOptions.window_events events
+    (and no flavour) an overview and windows beside it."""
+
+    command, reads, progress = "convert", ("timeline",), ("writing", " events")
+
+    def __init__(self, fmt: type[TraceWriter]) -> None:
+        self.format, self.suffixes, self.binary = fmt, (fmt.suffix, fmt.suffix + GZ), fmt.binary
+
+    def check(self, run: Run, target: Target) -> None:
+        a, flavor = run.answers, run.trace.flavor
+        if run.baseline is not None or a.peak_gflops or a.peak_gbs:
+            raise InputError(f"{target.name}: --baseline and --peak-* make site pages: name a folder (-o OUTDIR/)")
+        if flavor is not None and flavor not in self.format.flavors:
+            raise InputError(f"{target.path}: --flavor {flavor} writes Chrome JSON (name a .json or .json.gz output)")
+
+    def write(self, run: Run, target: Target, progress: Progress | None = None) -> str:
+        tl, opts, path = run.timeline, run.trace, target.path
+        assert path is not None
+        n, what = tl.n_events(), ""
+        with gc_paused():  # millions of acyclic objects: see gcpause
+            if opts.window_events is not None and n > opts.window_events and opts.flavor is None:
+                split = write_split(tl, path, opts.window_events, opts.compress, progress=progress)
+                size, what = split.bytes, (f"the overview, and {len(split.windows)} windows in "
+                                           f"{split.folder}{os.sep} (index.json lists them)")
+            else:
+                writer = self.format(compress=opts.compress and not target.gz, flavor=opts.flavor)
+                size = write_file(writer, target.gz, tl, path, progress)
+        prof = run.need_profile()
+        return lines(f"wrote {path}{': ' + what if what else ''}: {n:,} events on {len(tl.tracks)} tracks, "
+                     f"{size:,} bytes ({size / max(prof.n_events, 1):.1f} B/profile event) in {run.seconds():.2f} s\n")
+
+
+class _Folder(Writer):
+    command, kind, progress, warm = "convert", FOLDER, ("drawing rewrite steps", ""), True
+
+    def check(self, run: Run, target: Target) -> None:
+        if run.trace.flavor:
+            raise InputError(f"{target.name}: --flavor {run.trace.flavor} is for a .json or .json.gz trace, not a "
+                             "folder")
+
+
+def site_options(run: Run, rewrites_dir: str = "rewrites") -> SiteOptions:
+    events = run.trace.window_events
+    return SiteOptions(run.steps.max_nodes, run.steps.jobs, rewrites_dir, sys.maxsize if events is None else events)
+
+
+def site_pages(run: Run) -> Pages:
+    """What the site shows of a run with a profile (Site.reads)."""
+    return Pages(run.summary, run.step_graphs, run.timeline, run.listings, run.report, run.diff)
+
+
+class Site(_Folder):
+    """A profile (and its rewrites trace): the static site, with the run report, and the diff from --baseline."""
+
+    reads = ("timeline", "summary", "step_graphs", "listings", "report", "diff")  # the timeline first: it decodes
+
+    def accepts(self, run: Run) -> bool:
+        return run.profile is not None
+
+    def write(self, run: Run, target: Target, progress: Progress | None = None) -> str:
+        assert target.path is not None
+        with atomic_folder(target.path) as tmp, stopping_on_error():  # its workers stop before the folder goes
+            build_site(tmp, site_pages(run), site_options(run), progress)
+        return lines(f"wrote {target.path / 'index.html'} in {run.seconds():.2f} s\n")
+
+
+class StepSvgs(_Folder):
+    """A rewrites trace alone: every rewrite's steps as SVGs with manifest.json, and the site's pages of them."""
+
+    reads = ("step_graphs",)
+
+    def accepts(self, run: Run) -> bool:
+        return run.profile is None
+
+    def write(self, run: Run, target: Target, progress: Progress | None = None) -> str:
+        assert target.path is not None and run.step_graphs is not None
+        with atomic_folder(target.path) as tmp, stopping_on_error():  # its workers stop before the folder goes
+            render_rewrites(run.step_graphs, tmp, run.steps, progress)
+            build_site(tmp, Pages(graphs=run.step_graphs), site_options(run, "."), progress)
+        return lines(f"wrote {target.path / 'index.html'} in {run.seconds():.2f} s\n")
+
+
+# --- report and diff ----------------------------------------------------------------------------------------------
+class Answer(Writer):
+    """The run report (`vizexport report`) or the diff (`vizexport diff`) as a file: each format's writer renders
+    the record it reads."""
+
+    def __init__(self, command: str, suffix: str, render: Callable[[Any], str]) -> None:
+        self.command, self.suffixes, self.render = command, (suffix,), render
+        self.reads = (command,)  # the Run's `report` or `diff`
+
+    def write(self, run: Run, target: Target, progress: Progress | None = None) -> str:
+        assert target.path is not None
+        x = getattr(run, self.command)
+        write_atomic(target.path, self.render(x).encode())
+        return lines(f"wrote {target.name}: {headline(x) if self.command == 'report' else verdict_counts(x)}\n")
+
+
+class ReportText(Writer):
+    command, kind, reads = "report", STDOUT, ("report",)
+
+    def write(self, run: Run, target: Target, progress: Progress | None = None) -> str:
+        return report_text(run.report)
+
+
+class DiffText(Writer):
+    command, kind, reads = "diff", STDOUT, ("diff",)
+
+    def write(self, run: Run, target: Target, progress: Progress | None = None) -> str:
+        return diff_text(run.diff)
+
+
+# --- top, info, show: text on stdout ------------------------------------------------------------------------------
+class Top(Writer):
+    """The kernel table as text (the longest 20 and the rest by default), JSON or CSV (every kernel by default)."""
+
+    command, kind, reads = "top", STDOUT, ("kernel_table",)
+
+    def __init__(self, fmt: str) -> None:
+        self.fmt = fmt
+
+    def write(self, run: Run, target: Target, progress: Progress | None = None) -> str:
+        table, device, rows = run.kernel_table, run.answers.device, run.view.rows
+        if device and not table.device_ns and device not in table.devices:
+            raise InputError(f"{run.need_profile().path}: no launches on device {device!r} (devices: "
+                             f"{', '.join(map(shown, table.devices)) or 'none'})")
+        if self.fmt == "json":
+            return tables.as_json(table, rows) + "\n"
+        if self.fmt == "csv":
+            return tables.as_csv(table, rows)
+        return tables.as_text(table, TOP_TEXT_ROWS if rows is None else rows, run.view.color) + "\n"
+
+
+class Info(Writer):
+    """What each input holds, as text (a block per file) or a JSON list."""
+
+    command, kind, reads = "info", STDOUT, ("summaries",)
+
+    def __init__(self, fmt: str) -> None:
+        self.fmt = fmt
+
+    def write(self, run: Run, target: Target, progress: Progress | None = None) -> str:
+        return (as_json(run.summaries) if self.fmt == "json" else "\n".join(map(as_text, run.summaries))) + "\n"
+
+
+class Show(Writer):
+    """A rewrite context's rewrites or, with StepOptions.rewrite, that rewrite replayed, as text or JSON."""
+
+    command, kind, reads = "show", STDOUT, ("loaded",)
+
+    def __init__(self, fmt: str) -> None:
+        self.fmt = fmt
+
+    def write(self, run: Run, target: Target, progress: Progress | None = None) -> str:
+        if not isinstance(run.loaded[0], RewriteLog):
+            raise InputError(f"{run.inputs[0]}: a profile, not a rewrites trace (show needs rewrites.pkl)")
+        graphs, ctx, rewrite = run.step_graphs, run.steps.ctx or "", run.steps.rewrite
+        assert graphs is not None
+        with gc_paused():
+            view = context_view(graphs, ctx) if rewrite is None else rewrite_view(graphs, ctx, rewrite)
+        if self.fmt == "json":
+            return json_text(json.dumps(view, indent=1, ensure_ascii=False)) + "\n"
+        return (show.context_text if rewrite is None else show.rewrite_text)(view, run.view.color) + "\n"
+
+
+# --- demo ---------------------------------------------------------------------------------------------------------
+class Demo(Writer):
+    """Everything on the bundled sample in one folder: the site, the trace as Chrome JSON, and info.json."""
+
+    command, kind, progress = "demo", FOLDER, ("drawing rewrite steps", "")
+    reads = ("timeline", "summaries", "step_graphs", "listings", "report")
+
+    def write(self, run: Run, target: Target, progress: Progress | None = None) -> str:
+        out = target.path
+        assert out is not None
+        info = "\n".join(map(as_text, run.summaries)) + "\n"
+        with atomic_folder(out) as tmp, stopping_on_error():  # its workers stop before the folder goes
+            build_site(tmp, site_pages(run), site_options(run), progress)
+            write_trace(run.timeline, tmp / DEMO_TRACE)
+            write_atomic(tmp / "info.json", as_json(run.summaries).encode())
+        index = out / "index.html"
+        return info + lines(f"wrote {index}, {DEMO_TRACE} and info.json in {run.seconds():.2f} s\n"
+                            f"open {index} in a browser, or run: vizexport open {out / SITE_TRACE}\n")
+
+
+WRITERS: tuple[Writer, ...] = (
+    *(Trace(w) for w in TRACE_WRITERS), Site(), StepSvgs(),
+    *(Answer(c, suffix, render) for c in ("report", "diff")
+      for suffix, render in ((".html", answer_html), (".json", answer_json), (".md", answer_markdown))),
+    ReportText(), DiffText(), Top(TEXT), Top("json"), Top("csv"), Info(TEXT), Info("json"), Show(TEXT), Show("json"),
+    Demo(),
+)
+_UNKNOWN = {"convert": "name a trace {formats}, or a folder {name}/", "report": "name a {formats} file",
+            "diff": "name a {formats} file"}  # what a command's output may be named
+
+
+def suffixes(command: str) -> list[str]:
+    """The file names a command's outputs may end with, in the registry's order."""
+    return [s for w in WRITERS if w.command == command and w.kind == FILE for s in w.suffixes]
+
+
+def classify(command: str, output: str | Path | None, fmt: str = TEXT) -> Target:
+    """What `-o` names, decided once: stdout (no output named), a folder (for a command that writes folders: a
+    trailing slash, an existing folder, or a new name without a suffix; any name if it writes nothing else) or a file
+    whose name ends with a suffix the command's writers write. Refused: a name of no known format, and anything but a
+    regular file to replace."""
+    if output is None:
+        return Target(STDOUT, fmt=fmt)
+    name, path = str(output), Path(output)
+    folders = any(w.command == command and w.kind == FOLDER for w in WRITERS)
+    if folders and (name.endswith(("/", os.sep)) or path.is_dir() or not suffixes(command)):
+        return Target(FOLDER, path, name=name)
+    known = sorted(suffixes(command), key=len, reverse=True)  # .json.gz before .json
+    suffix = next((s for s in known if path.name.lower().endswith(s)), None)
+    if suffix is None:
+        if folders and not (path.suffix or path.exists()):
+            return Target(FOLDER, path, name=name)
+        formats = ", ".join("*" + s for s in suffixes(command))
+        raise InputError(f"{name}: unknown output format ({_UNKNOWN[command].format(formats=formats, name=name)})")
+    if path.exists() and not path.is_file():
+        raise InputError(f"{name}: {NOT_A_FILE}")
+    return Target(FILE, path, suffix, name=name)
+
+
+def candidates(command: str, target: Target) -> list[Writer]:
+    """The writers of a command that take the target."""
+    found = [w for w in WRITERS if w.command == command and w.takes(target)]
+    if not found:
+        raise ValueError(f"no writer of {command} takes a {target.kind} {target.name or target.fmt}")
+    return found
+
+
+def writer_for(command: str, target: Target, run: Run) -> Writer:
+    """The one writer of the target; where several take it, the first that accepts the run's inputs."""
+    found = candidates(command, target)
+    return found[0] if len(found) == 1 else next(w for w in found if w.accepts(run))
+
+
