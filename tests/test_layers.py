@@ -89,7 +89,7 @@ def _heavy(mods: list[str]) -> set[str]:
 @pytest.mark.parametrize(("module", "expected"), [
     ("vizexport", {"vizexport", "vizexport._version"}),
     ("vizexport.timeline", {"vizexport", "vizexport._version", "vizexport.timeline", "vizexport.limits",
-                            "vizexport.errors"}),  # leaves: the name cap
+                            "vizexport.errors", "vizexport.text"}),  # leaves: the name cap
     ("vizexport.records", {"vizexport", "vizexport._version", "vizexport.records"}),
 ])
 def test_model_imports_alone(module: str, expected: set[str]):
@@ -108,7 +108,7 @@ def test_whole_model_loads_no_reader_writer_or_heavy_dependency():
 def test_face_loads_a_name_s_module_on_first_use():
     mods = _loaded("import vizexport", "vizexport.Timeline", "from vizexport import InputError")
     assert _ours(mods) == {"vizexport", "vizexport._version", "vizexport.timeline", "vizexport.errors",
-                           "vizexport.limits"}
+                           "vizexport.limits", "vizexport.text"}
     mods = _loaded("import vizexport", "vizexport.load_profile")
     assert {"vizexport.api", "vizexport.tinygrad", "vizexport.perfetto"} <= _ours(mods)
 
