@@ -8,6 +8,7 @@ running its own `dot`; identical graphs are laid out once across all of them.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -120,9 +121,17 @@ def render_rewrites(graphs: StepGraphs, outdir: Path | str, options: StepOptions
             stop_all()  # no worker may go on writing
             remove_leftovers(out)
             raise
+        laid_out = _cached_graphs(Path(cache))
     manifest = _manifest(graphs, tasks, results, opts, ctx, rewrite)
+    manifest.summary.unique_graphs = laid_out
     write_manifest(out, manifest)
     return manifest
+
+
+def _cached_graphs(cache: Path) -> int:
+    """Distinct graphs laid out: one cache file each (SvgWriter._cached). Counting renders instead would vary with
+    the workers' timing, as two of them may lay out the same graph at once."""
+    return sum(len(os.listdir(d)) for d in cache.iterdir() if len(d.name) == 2 and d.is_dir())
 
 
 # ---- selection and naming ----
