@@ -13,7 +13,7 @@ import pytest
 import vizexport
 from vizexport.analysis.diff import BY_NAME, BY_PROGRAM, NEW, VANISHED
 from vizexport.analysis.launches import kernel_runs
-from vizexport.analysis.stats import FASTER, FEW, SLOWER, UNCHANGED, reachable
+from vizexport.analysis.stats import FASTER, FEW, INCONCLUSIVE, PAIRED, SLOWER, UNCHANGED, reachable
 
 from .answers import unpack
 from .conftest import ROOT, run_cli
@@ -21,7 +21,7 @@ from .repickle import dumps, slow_down
 from .test_site import browser_check
 
 SHOTS = ROOT / "test-output" / "answers"
-NOT_SIGNIFICANT = {UNCHANGED, FEW}
+NOT_SIGNIFICANT = {UNCHANGED, INCONCLUSIVE, FEW}
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +89,10 @@ def test_a_kernel_made_twice_as_slow_is_flagged_alone(train: dict, tmp_path: Pat
     assert x["ratio"] == 2.0 and x["low"] > 1.05 and x["p"] < 0.05
     assert x["median_after_ns"] == 2 * np.median(train["durations"]) and x["launches_after"] == 5
     assert all(y["ratio"] == 1.0 for y in d["kernels"] if y is not x)
-    assert d["verdicts"] == {SLOWER: 1, UNCHANGED: 2, FEW: 39}
+    assert x["method"] == PAIRED and x["interval"] == [x["low"], x["high"]] and x["q"] < 0.05
+    # the copy's other kernels are launched alike, each launch as long: paired, every ratio 1, so the kernels with
+    # 3 launches or more a side are unchanged with evidence (2 before, when 3 launches a side could not reject)
+    assert d["verdicts"] == {SLOWER: 1, UNCHANGED: 14, FEW: 27}
     assert r.stdout.startswith(f"wrote {out}: 1 slower")
 
 
@@ -112,7 +115,7 @@ def test_outputs_for_a_pull_request(train: dict, tmp_path: Path):
                     train["rewrites"], "-o", tmp_path / f"d{suffix}")
         assert r.returncode == 0, r.stderr
     md = (tmp_path / "d.md").read_text()
-    assert md.startswith("## Diff: ") and "1 slower, 2 unchanged, 39 too few launches" in md
+    assert md.startswith("## Diff: ") and "1 slower, 14 unchanged, 27 too few launches" in md
     significant = md.split("### Significant changes")[1].split("<details>")[0]
     (row,) = [line for line in significant.splitlines() if line.startswith(f"| {k.label()} ")]
     assert "| +100.0% |" in row and row.endswith("| slower |")
@@ -134,7 +137,13 @@ def test_real_pair_of_releases(tmp_path: Path):
     assert [(t.name, t.launches_before, t.launches_after) for t in d.devices] == [
         ("NULL", 7, 7), ("NULL:1", 8, 8), ("NULL:SDMA:0", 5, 5), ("NULL:1:SDMA:0", 1, 1)]
     for k in d.kernels:
-        assert k.verdict in NOT_SIGNIFICANT and k.ratio == k.median_after_ns / k.median_before_ns
+        assert k.verdict in NOT_SIGNIFICANT
+        assert k.method == PAIRED or k.ratio == k.median_after_ns / k.median_before_ns
+    # 4 or 5 launches a side, launched alike: paired, and their intervals (+0% … +100%) do not bound the change
+    # within ±5% — inconclusive, not unchanged (they read "unchanged" before: not significant is not unchanged)
+    paired = [k for k in d.kernels if k.method == PAIRED]
+    assert [(k.launches_before, k.verdict) for k in paired] == [(4, INCONCLUSIVE), (5, INCONCLUSIVE), (4, INCONCLUSIVE)]
+    assert all(k.low is not None and k.low <= 1 < k.high for k in paired)
 
 
 def test_real_pair_across_naming_schemes(tmp_path: Path):
