@@ -25,6 +25,7 @@ from .forks import discard_prepared, prepare
 from .gcpause import gc_paused
 from .graphs import DotMissing, show
 from .graphs.export import POLICIES
+from .history import command as history  # `vizexport history` (#35): its parser and commands live there
 from .info import as_json, as_text
 from .limits import GIB, limit_memory, memory_budget
 from .output import Progress, atomic_folder, write_atomic
@@ -40,7 +41,7 @@ from .site.serve import run_trace_processor, serve
 from .tinygrad.releases import RELEASES
 from .windows import WINDOW_EVENTS
 
-COMMANDS = ("convert", "info", "top", "show", "report", "diff", "demo", "open")
+COMMANDS = ("convert", "info", "top", "show", "report", "diff", "demo", "open", "history")
 EXIT_SLOWER = 3  # `diff --fail-if-slower`: a kernel got significantly slower by more than allowed
 USAGE = """vizexport PROFILE.pkl [REWRITES.pkl] -o OUT.pftrace|OUT.pftrace.gz|OUT.json|OUT.json.gz [--flavor kineto]
        vizexport [PROFILE.pkl] [REWRITES.pkl] -o OUTDIR/ [--baseline BASE.pkl]  (static site; rewrites alone: SVGs)
@@ -50,6 +51,7 @@ USAGE = """vizexport PROFILE.pkl [REWRITES.pkl] -o OUT.pftrace|OUT.pftrace.gz|OU
        vizexport report PROFILE.pkl [REWRITES.pkl] [-o REPORT.html|.json|.md]
        vizexport diff BASE.pkl PR.pkl [-o DIFF.html|.json|.md] [--fail-if-slower PCT]
        vizexport open TRACE [--at TIME | --window N] [--trace-processor PATH] [--no-browser]
+       vizexport history add|check|site|list STORE …  (a store of runs: vizexport history -h)
        vizexport demo -o OUTDIR"""
 
 
@@ -118,6 +120,7 @@ def parser() -> argparse.ArgumentParser:
     op.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
     op.add_argument("--memory-limit", type=float, help=argparse.SUPPRESS)
     _answers(sub)
+    history.add_parser(sub, _common)
     demo = sub.add_parser("demo", help="run vizexport on its bundled sample (a tinygrad 0.14.0 NULL-device run)")
     demo.add_argument("-o", "--output", type=Path, required=True, metavar="OUTDIR")
     _common(demo)
@@ -464,7 +467,7 @@ def inputs_of(args: argparse.Namespace) -> list[Path]:
             "info": lambda: args.files, "open": lambda: [args.trace], "demo": sample_files,
             "top": lambda: args.inputs, "show": lambda: [args.rewrites], "report": lambda: args.inputs,
             "diff": lambda: [p for p in (args.base, args.pr, args.base_rewrites, args.pr_rewrites) if p],
-            }[args.command]()
+            "history": lambda: history.inputs(args)}[args.command]()
 
 
 def describe(e: BaseException, args: argparse.Namespace, limit: int | None) -> str:
@@ -486,7 +489,7 @@ def describe(e: BaseException, args: argparse.Namespace, limit: int | None) -> s
 
 
 COMMAND = {"convert": cmd_convert, "info": cmd_info, "top": cmd_top, "show": cmd_show, "report": cmd_report,
-           "diff": cmd_diff, "demo": cmd_demo, "open": cmd_open}
+           "diff": cmd_diff, "demo": cmd_demo, "open": cmd_open, "history": lambda a: history.run(a, load_inputs)}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
