@@ -5,6 +5,7 @@ segment spans at least MIN_SEGMENT runs, so one slow run is noise, not two steps
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import pairwise
 
 import numpy as np
 
@@ -46,9 +47,9 @@ def change_points(levels: np.ndarray) -> list[Step]:
     while end > 0:
         cuts.append(int(last[end]))
         end = int(last[end])
-    bounds = sorted(cuts)[1:] + [n]
+    bounds = [*sorted(cuts)[1:], n]
     out, start = [], 0
-    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+    for a, b in pairwise(bounds):
         out.append(Step(a, float(np.exp(x[a:b].mean() - x[start:a].mean()))))
         start = a
     return out

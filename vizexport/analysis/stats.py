@@ -12,11 +12,11 @@ Two runs (`diff`): where both launch a kernel the same number of times in the sa
 launch i is compared with launch i — paired: the log ratios by Student's t and by the Wilcoxon signed-rank test,
 Bonferroni over the two (under "no change" the two runs are exchangeable, so each log ratio is symmetric about 0:
 the t-test is then conservative even for heavy tails, Efron 1969, and can reject with a few launches; the ranks are
-not thrown by one outlier), the estimate the median paired ratio with its percentile-bootstrap interval. Otherwise unpaired: the
-Mann–Whitney U test and the bootstrap interval of the ratio of medians. Bootstraps are seeded (same inputs, same
-interval). What every kernel of the run shares is set aside (run_wide): a change all kernels make (a busier machine,
-other clocks), and how far kernels scatter between runs anyway (heavy on a shared machine; tinygrad 0.14's CPU
-device times some launches 10–20× longer in some runs): slower or faster is what a kernel moved beyond both.
+not thrown by one outlier), the estimate the median paired ratio with its percentile-bootstrap interval. Otherwise
+unpaired: the Mann–Whitney U test and the bootstrap interval of the ratio of medians. Bootstraps are seeded (same
+inputs, same interval). What every kernel of the run shares is set aside (run_wide): a change all kernels make (a
+busier machine, other clocks), and how far kernels scatter between runs anyway (heavy on a shared machine): slower
+or faster is what a kernel moved beyond both.
 Many runs (`history check`): see analysis.history.
 """
 from __future__ import annotations
@@ -87,10 +87,11 @@ class RunWide:
 
 
 def run_wide(estimates: list[tuple[float, float]]) -> RunWide:
-    """From each kernel's (log change, its standard error; NaN for a single launch a side): the shift is the median change (a run on a
-    busier machine, or with its clocks elsewhere, moves every kernel alike; one kernel's regression barely moves the
-    median), the spread what the kernels' changes scatter beyond their own noise (robust: 1.4826 × their median
-    absolute deviation, less the median squared standard error; as the between-study variance of a meta-analysis).
+    """From each kernel's (log change, its standard error; NaN for a single launch a side): the shift is the median
+    change (a run on a busier machine, or with its clocks elsewhere, moves every kernel alike; one kernel's regression
+    barely moves the median), the spread what the kernels' changes scatter beyond their own noise (robust: 1.4826 ×
+    their median absolute deviation, less the median squared standard error; as a meta-analysis' between-study
+    variance).
     Fewer than MIN_KERNELS kernels tell neither: none is set aside."""
     if len(estimates) < MIN_KERNELS:
         return RunWide()
@@ -197,9 +198,9 @@ def verdict(c: Change, q: float | None, alpha: float, min_effect: float) -> str:
         return FEW
     moved = c.median_ratio if c.median_ratio is not None else c.ratio
     own, low, high = c.ratio / c.shift, c.low / c.shift, c.high / c.shift
-    if q is not None and q < alpha and min(abs(own - 1), abs(c.ratio - 1)) >= min_effect and (low > 1 or high < 1):
-        if (own > 1) == (low > 1) == (c.ratio > 1):  # the estimates on the side the interval is
-            return SLOWER if c.ratio > 1 else FASTER
+    beyond = min(abs(own - 1), abs(c.ratio - 1)) >= min_effect and (low > 1 or high < 1)
+    if q is not None and q < alpha and beyond and (own > 1) == (low > 1) == (c.ratio > 1):  # all on one side
+        return SLOWER if c.ratio > 1 else FASTER
     if 1 - min_effect <= c.low and c.high <= 1 + min_effect and abs(moved - 1) < min_effect:
         return UNCHANGED
     return INCONCLUSIVE

@@ -7,7 +7,6 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 from .. import api
 from ..analysis.stats import ALPHA, MIN_EFFECT

@@ -31,7 +31,8 @@ MIGRATIONS: list[list[str]] = [
            name TEXT NOT NULL, category TEXT NOT NULL, programs TEXT NOT NULL, launches BIGINT NOT NULL,
            total_ns BIGINT NOT NULL, durations {blob} NOT NULL, pattern {blob}, PRIMARY KEY (run_id, device, name))""",
         """CREATE TABLE devices (run_id BIGINT NOT NULL REFERENCES runs (id) ON DELETE CASCADE, device TEXT NOT NULL,
-           launches BIGINT NOT NULL, total_ns BIGINT NOT NULL, busy_ns BIGINT NOT NULL, PRIMARY KEY (run_id, device))""",
+           launches BIGINT NOT NULL, total_ns BIGINT NOT NULL, busy_ns BIGINT NOT NULL,
+           PRIMARY KEY (run_id, device))""",
     ],
 ]
 

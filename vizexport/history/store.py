@@ -18,7 +18,8 @@ import numpy as np
 
 from ..errors import InputError
 from .records import DeviceRecord, KernelRecord, RunMeta, RunRecord
-from .schema import MIGRATIONS, POSTGRES, SQLITE, TABLES, VERSION_TABLE, Dialect, statements
+from . import schema
+from .schema import POSTGRES, SQLITE, TABLES, VERSION_TABLE, Dialect, statements
 
 BUSY_S = 120  # how long a SQLite writer waits for another's lock before it gives up
 MIGRATION_LOCK = 0x76697A35  # PostgreSQL advisory lock key held while migrating ("viz5")
@@ -50,7 +51,8 @@ def normal_time(text: str | None) -> str:
             t = (datetime.fromtimestamp(float(text), timezone.utc) if re.fullmatch(r"\d+(\.\d*)?", text.strip())
                  else datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00")))
         except (ValueError, OverflowError, OSError):
-            raise InputError(f"--time {text}: not a time (ISO 8601, e.g. 2025-01-31T12:00:00Z, or Unix seconds)")
+            raise InputError(f"--time {text}: not a time (ISO 8601, e.g. 2025-01-31T12:00:00Z, or Unix seconds)"
+                             ) from None
         t = t.replace(tzinfo=timezone.utc) if t.tzinfo is None else t.astimezone(timezone.utc)
     return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
@@ -102,13 +104,15 @@ class Store:
                 cur.execute(self.q(f"INSERT INTO {VERSION_TABLE} (version) VALUES (?)"), (0,))
             cur.execute(f"SELECT version FROM {VERSION_TABLE}")
             (version,) = cur.fetchone()
-            if version > len(MIGRATIONS):
+            migrations = schema.MIGRATIONS
+            if version > len(migrations):
                 raise InputError(f"{self.where}: a history store of schema {version}, newer than this vizexport's "
-                                 f"({len(MIGRATIONS)}): upgrade vizexport")
-            for n in range(version, len(MIGRATIONS)):
-                for sql in statements(MIGRATIONS[n], self.dialect):
+                                 f"({len(migrations)}): upgrade vizexport")
+            for n in range(version, len(migrations)):
+                for sql in statements(migrations[n], self.dialect):
                     cur.execute(sql)
-            cur.execute(self.q(f"UPDATE {VERSION_TABLE} SET version = ?"), (len(MIGRATIONS),))
+            if version != len(migrations):
+                cur.execute(self.q(f"UPDATE {VERSION_TABLE} SET version = ?"), (len(migrations),))
 
     # -- runs
     def add(self, run: RunRecord) -> int:
@@ -183,10 +187,10 @@ class SqliteStore(Store):
     def __init__(self, path: str, create: bool) -> None:
         super().__init__(path)
         p = Path(path)
-        if not create and not p.is_file():
-            raise InputError(f"{path}: no such history store (`vizexport history add` makes one)")
         if p.exists() and not p.is_file():
             raise InputError(f"{path}: is not a file (a history store is a SQLite file or a postgresql:// URL)")
+        if not create and not p.is_file():
+            raise InputError(f"{path}: no such history store (`vizexport history add` makes one)")
         self.conn = sqlite3.connect(path, timeout=BUSY_S, isolation_level=None)
         self.conn.execute("PRAGMA foreign_keys = ON")
 

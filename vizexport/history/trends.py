@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from html import escape
+from itertools import pairwise
 
 from ..analysis.changepoints import Step
 from ..units import duration_text
@@ -73,7 +74,7 @@ def _axis(lo: float, hi: float, y: callable) -> list[str]:  # type: ignore[valid
 def _levels(points: list[Point], steps: list[Step], x: callable, y: callable) -> list[str]:  # type: ignore
     """Each segment's level (geometric mean of its medians) as a line; each change point as a dashed line."""
     out, cuts = [], [0, *(s.at for s in steps), len(points)]
-    for a, b in zip(cuts[:-1], cuts[1:], strict=True):
+    for a, b in pairwise(cuts):
         seg = points[a:b]
         level = math.exp(sum(math.log(max(p.median_ns, 1)) for p in seg) / len(seg))
         out.append(f'<line x1="{x(seg[0].run - 0.4):.1f}" x2="{x(seg[-1].run + 0.4):.1f}" y1="{y(level):.1f}" '

@@ -19,7 +19,8 @@ def sections(d: Diff) -> list[Section]:
     out.append(Section("kernels", "Kernels", "Matched by program key where both runs have them, else by name and "
                        "device (a name whose program changed is labelled so); change = the median paired ratio "
                        "after / before − 1 where both runs launch a kernel alike (paired), else the ratio of medians; "
-                       "interval: its bootstrap 95% interval; q: p adjusted over the kernels.", [_kernel_table(matched, SHORT)], ["ratios"], collapsed=bool(significant)))
+                       "interval: its 95% interval; q: p adjusted over the kernels.", [_kernel_table(matched, SHORT)],
+                       ["ratios"], collapsed=bool(significant)))
     for verdict, title in ((NEW, "New kernels"), (VANISHED, "Vanished kernels")):
         ks = [k for k in d.kernels if k.verdict == verdict]
         if ks:
