@@ -8,6 +8,7 @@ import os
 import sqlite3
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote
 
@@ -26,10 +27,10 @@ BACKENDS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.skipif(not PG
 WRITERS, RUNS_EACH = 6, 4
 
 
-@pytest.fixture(params=BACKENDS)
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+@contextmanager
+def fresh_store(backend: str, tmp_path: Path) -> Iterator[str]:
     """A new, empty store: a file, or a schema of its own in the test database (dropped after)."""
-    if request.param == "sqlite":
+    if backend == "sqlite":
         yield str(tmp_path / "runs.db")
         return
     import psycopg
@@ -37,9 +38,17 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     with psycopg.connect(PG, autocommit=True) as c:
         c.execute(f"CREATE SCHEMA {name}")
     sep = "&" if "?" in PG else "?"
-    yield f"{PG}{sep}options={quote(f'-csearch_path={name}')}"
-    with psycopg.connect(PG, autocommit=True) as c:
-        c.execute(f"DROP SCHEMA {name} CASCADE")
+    try:
+        yield f"{PG}{sep}options={quote(f'-csearch_path={name}')}"
+    finally:
+        with psycopg.connect(PG, autocommit=True) as c:
+            c.execute(f"DROP SCHEMA {name} CASCADE")
+
+
+@pytest.fixture(params=BACKENDS)
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    with fresh_store(request.param, tmp_path) as url:
+        yield url
 
 
 def record(commit: str, branch: str = "main", time: str | None = None, seed: int = 0) -> RunRecord:
