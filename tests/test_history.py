@@ -130,7 +130,7 @@ def test_markdown_is_a_pull_request_comment(runs: dict, tmp_path: Path):
     assert md.startswith("## History check: run12.pkl (deadbeef99 on main)\n\n1 slower, ")
     assert md.index("### Significant changes") < md.index("<details><summary><b>Kernels</b>")
     (row,) = [line for line in md.split("### Significant changes")[1].splitlines() if line.startswith("| E_32_4 ")]
-    assert row.endswith("| slower |") and "| NULL | program | 17 | 12 |" in row
+    assert row.endswith("| slower |") and "| NULL | same | 17 | 12 |" in row
     r = run_cli("history", "check", url, runs[2.0], "--branch", "feature")  # no runs of that branch: nothing to say
     assert r.returncode == 0 and "16 too few launches (against 0 earlier runs of feature)" in r.stdout
 

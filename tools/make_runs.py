@@ -59,7 +59,7 @@ def make_run(py: str, workload: str, device: str, dst: Path) -> dict:
     return meta
 
 
-def export(out: Path, folder: Path, first: int, last: int, dst: Path) -> None:
+def export(folder: Path, first: int, last: int, dst: Path) -> None:
     sys.path.insert(0, str(TOOLS.parent))
     import vizexport
     from vizexport.history.records import RunMeta, run_record
@@ -88,7 +88,7 @@ def main() -> None:
     ap.add_argument("dst", nargs="?", type=Path, help="the --export file")
     a = ap.parse_args()
     if a.export:
-        export(a.out, a.out / a.export, a.first, a.last, a.dst)
+        export(a.out / a.export, a.first, a.last, a.dst)
         return
     py = venv_python(RELEASE)
     devices = a.devices.split(",")

@@ -114,15 +114,23 @@ def diff_runs(base: Timeline, pr: Timeline, base_programs: ProgramIndex | None =
               pr_programs: ProgramIndex | None = None, alpha: float = ALPHA,
               min_effect: float = MIN_EFFECT, releases: tuple[str, str] = ("", "")) -> Diff:
     a, b = kernel_runs(base, base_programs), kernel_runs(pr, pr_programs)
+    kernels, wide = kernel_changes(a, b, alpha, min_effect)
+    return Diff(_side(base, a, releases[0]), _side(pr, b, releases[1]), METHOD, alpha, min_effect,
+                dict(Counter(k.verdict for k in kernels)), kernels, _totals(a, b, lambda r: r.kernel.device, True),
+                _totals(a, b, lambda r: r.category, False), _intervals(base, pr, a, b), wide)
+
+
+def kernel_changes(a: list[Runs], b: list[Runs], alpha: float = ALPHA, min_effect: float = MIN_EFFECT
+                   ) -> tuple[list[KernelChange], RunWide]:
+    """Each kernel's change from the launches `a` to `b` (analysis.launches.kernel_runs), significant changes
+    first; and the run-wide shift and spread set aside for them."""
     pairs = match(a, b)
     wide = _wide(pairs, alpha)
     changes = [_change(x, y, alpha, min_effect, wide) for x, y in pairs]
     adjust([c for _, c in changes], alpha, min_effect)
     kernels = [_verdict(k, c) for k, c in changes]
     kernels.sort(key=lambda k: (not _significant(k), -abs(k.total_after_ns - k.total_before_ns), k.device, k.name))
-    return Diff(_side(base, a, releases[0]), _side(pr, b, releases[1]), METHOD, alpha, min_effect,
-                dict(Counter(k.verdict for k in kernels)), kernels, _totals(a, b, lambda r: r.kernel.device, True),
-                _totals(a, b, lambda r: r.category, False), _intervals(base, pr, a, b), wide)
+    return kernels, wide
 
 
 def _wide(pairs: list[tuple[list[Runs], list[Runs]]], alpha: float) -> RunWide:

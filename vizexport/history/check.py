@@ -13,7 +13,7 @@ from ..analysis.stats import ALPHA, FASTER, MIN_EFFECT, SLOWER
 from .records import Key, RunMeta, RunRecord
 
 NEW = "new"  # a kernel no earlier run launched
-PROGRAM, PROGRAM_CHANGED = "program", "program changed"
+PROGRAM, PROGRAM_CHANGED = "same", "program changed"
 
 
 @dataclass
@@ -21,7 +21,7 @@ class KernelVerdict:
     name: str
     device: str
     category: str
-    match: str  # PROGRAM: the programs of the latest earlier run that launched it; PROGRAM_CHANGED; NEW
+    match: str  # PROGRAM: the program keys of the latest earlier run that launched it; PROGRAM_CHANGED; NEW
     programs: list[str]
     launches: int
     runs: int  # earlier runs that launched it

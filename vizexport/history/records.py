@@ -73,8 +73,15 @@ class RunRecord:
 
 def run_record(tl: Timeline, programs: ProgramIndex | None, meta: RunMeta) -> RunRecord:
     """A run's record from its timeline; `meta`'s launch figures are filled in here."""
+    t0, t1 = time_range(tl)
+    meta.span_ns = t1 - t0
+    return launches_record(kernel_runs(tl, programs), meta)
+
+
+def launches_record(launches: list[Runs], meta: RunMeta) -> RunRecord:
+    """A run's record from its launches (analysis.launches.kernel_runs); `meta`'s launch counts are filled in."""
     groups: dict[Key, list[Runs]] = {}
-    for r in kernel_runs(tl, programs):
+    for r in launches:
         groups.setdefault((r.kernel.device, r.kernel.name), []).append(r)
     kernels = [_kernel(runs) for runs in groups.values()]
     by_device: dict[str, list[Runs]] = {}
@@ -82,9 +89,7 @@ def run_record(tl: Timeline, programs: ProgramIndex | None, meta: RunMeta) -> Ru
         by_device.setdefault(runs[0].kernel.device, []).extend(runs)
     devices = [DeviceRecord(d, sum(r.count for r in rs), sum(r.total_ns for r in rs), busy_ns(rs))
                for d, rs in by_device.items()]
-    t0, t1 = time_range(tl)
-    meta.launches, meta.launch_ns, meta.span_ns = sum(k.launches for k in kernels), sum(k.total_ns for k in kernels), \
-        t1 - t0
+    meta.launches, meta.launch_ns = sum(k.launches for k in kernels), sum(k.total_ns for k in kernels)
     return RunRecord(meta, kernels, devices)
 
 

@@ -72,7 +72,7 @@ def _summary(c: Check) -> Section:
 def _kernel_table(ks: list[KernelVerdict], limit: int | None = None) -> Table:
     rows = [[text(k.name), text(k.device), text(k.match), num(k.launches), num(k.runs), ns(k.median_ns),
              ns(k.earlier_median_ns), ratio(k.ratio), _interval(k), num(k.q, "{:.3g}"), text(k.verdict)] for k in ks]
-    return Table(["Kernel", "Device", "Program", "Launches", "Runs", "Median", "earlier", "Change", "95% interval",
+    return Table(["Kernel", "Device", "Programs", "Launches", "Runs", "Median", "earlier", "Change", "95% interval",
                   "q", "Verdict"], rows, limit)
 
 
