@@ -19,8 +19,7 @@ import vizexport
 from vizexport.analysis.changepoints import change_points
 from vizexport.analysis.history import BY_LAUNCH
 from vizexport.analysis.launches import kernel_runs
-from vizexport.analysis.stats import (FASTER, FEW, INCONCLUSIVE, PAIRED, SLOWER, UNCHANGED, UNPAIRED, adjust,
-                                      compare)
+from vizexport.analysis.stats import FASTER, FEW, INCONCLUSIVE, PAIRED, SLOWER, UNCHANGED, UNPAIRED, adjust, compare
 from vizexport.history.records import DeviceRecord, KernelRecord, RunMeta, RunRecord
 from vizexport.history.store import normal_time, open_store
 
@@ -240,7 +239,8 @@ def test_site_in_browser(runs: dict, tmp_path: Path):
     index = (site / "index.html").read_text()
     assert index.count('<figure class="trend"') == 16 and len(list((site / "runs").glob("*.html"))) == 15
     assert 'href="runs/15.html"' in index
-    if not (shutil.which("node") and (NODE_MODULES / "playwright-core").exists() and Path("/usr/bin/chromium").exists()):
+    browser = shutil.which("node") and (NODE_MODULES / "playwright-core").exists() and Path("/usr/bin/chromium").exists()
+    if not browser:
         pytest.skip("headless Chromium + playwright-core not installed (../shared/tools/perfetto-check/install.sh)")
     if SHOTS.exists():
         shutil.rmtree(SHOTS)

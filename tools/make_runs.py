@@ -13,8 +13,8 @@ durations, programs and pattern; device totals) as gzip'd JSON: a few kB a run, 
 import argparse
 import gzip
 import json
-import sys
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path

@@ -24,12 +24,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import vizexport  # noqa: E402
-from vizexport.analysis.diff import kernel_changes  # noqa: E402
-from vizexport.analysis.launches import Runs, kernel_runs  # noqa: E402
-from vizexport.analysis.stats import FASTER, SLOWER, UNCHANGED  # noqa: E402
-from vizexport.history.check import check_run  # noqa: E402
-from vizexport.history.records import RunMeta, launches_record  # noqa: E402
+import vizexport
+from vizexport.analysis.diff import kernel_changes
+from vizexport.analysis.launches import Runs, kernel_runs
+from vizexport.analysis.stats import FASTER, SLOWER, UNCHANGED
+from vizexport.history.check import check_run
+from vizexport.history.records import RunMeta, launches_record
 
 FACTORS = (1.1, 1.2, 1.5, 2.0, 3.0)
 FLAGS = (SLOWER, FASTER)
@@ -45,7 +45,7 @@ def slowed(runs: list[Runs], key: tuple[str, str], factor: float) -> list[Runs]:
             else r for r in runs]
 
 
-def record(runs: list[Runs], i: int):  # noqa: ANN201
+def record(runs: list[Runs], i: int):
     return launches_record(runs, RunMeta(f"run{i}", "main", f"{i:04d}", {}, "profile.pkl", "", 0, 0, 0))
 
 
@@ -56,7 +56,7 @@ def diff_flags(a: list[Runs], b: list[Runs]) -> tuple[list[tuple[str, str, str]]
     return [(k.device, k.name, k.verdict) for k in kernels if k.verdict in FLAGS], bad
 
 
-def check_flags(earlier: list, new) -> tuple[list[tuple[str, str, str]], int]:  # noqa: ANN001
+def check_flags(earlier: list, new) -> tuple[list[tuple[str, str, str]], int]:
     c = check_run(new, earlier)
     bad = sum(1 for k in c.kernels if k.verdict == UNCHANGED and k.earlier_median_ns and
               abs(k.median_ns / k.earlier_median_ns - 1) > 0.10)
@@ -69,11 +69,13 @@ def rates(name: str, runs: list[list[Runs]], history: int, max_pairs: int) -> di
     out: dict = {"set": name, "runs": len(runs)}
     flagged = [diff_flags(runs[i], runs[j]) for i, j in pairs]
     out["diff"] = {"pairs": len(pairs), "flagged": sum(bool(f) for f, _ in flagged),
-                   "kernels_flagged": sum(len(f) for f, _ in flagged), "moved_but_unchanged": sum(b for _, b in flagged),
+                   "kernels_flagged": sum(len(f) for f, _ in flagged),
+                   "moved_but_unchanged": sum(b for _, b in flagged),
                    "examples": [f for f, _ in flagged if f][:3]}
     checks = [check_flags(records[r - history:r], records[r]) for r in range(history, len(runs))]
     out["history"] = {"checks": len(checks), "flagged": sum(bool(f) for f, _ in checks),
-                      "kernels_flagged": sum(len(f) for f, _ in checks), "moved_but_unchanged": sum(b for _, b in checks),
+                      "kernels_flagged": sum(len(f) for f, _ in checks),
+                      "moved_but_unchanged": sum(b for _, b in checks),
                       "examples": [f for f, _ in checks if f][:3]}
     counts: dict[tuple[str, str], int] = {}
     for r in runs[0]:
@@ -91,6 +93,17 @@ def rates(name: str, runs: list[list[Runs]], history: int, max_pairs: int) -> di
     return out
 
 
+def always(found: dict) -> float | None:
+    """The smallest factor found in every comparison, and in every one with a larger factor."""
+    out = None
+    for f in sorted(found, reverse=True):
+        hit, n = found[f]
+        if not n or hit < n:
+            break
+        out = f
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--runs", type=Path, default=Path("/tmp/runs"))
@@ -105,12 +118,11 @@ def main() -> None:
         r = rates(name, load(a.runs / name), a.history, a.pairs)
         results.append(r)
         d, h, s = r["diff"], r["history"], r["slowed"]
-        found = lambda how: min((f for f, (hit, n) in s[how].items() if n and hit == n), default=None)  # noqa: E731
         print(f"{name}: {r['runs']} runs | diff: {d['flagged']}/{d['pairs']} pairs flagged ({d['kernels_flagged']} "
               f"kernels), moved>10% but unchanged {d['moved_but_unchanged']} | history: {h['flagged']}/{h['checks']} "
               f"checks flagged, moved>10% but unchanged {h['moved_but_unchanged']} | {s['kernel'][1]} "
               f"({s['launches']} launches) slowed, found alone: diff {s['diff']} history {s['history']} "
-              f"(always from ×{found('diff')} / ×{found('history')})", flush=True)
+              f"(always from ×{always(s['diff'])} / ×{always(s['history'])})", flush=True)
     if a.json:
         a.json.write_text(json.dumps(results, indent=1) + "\n")
 

@@ -17,8 +17,8 @@ from urllib.parse import urlsplit, urlunsplit
 import numpy as np
 
 from ..errors import InputError
-from .records import DeviceRecord, KernelRecord, RunMeta, RunRecord
 from . import schema
+from .records import DeviceRecord, KernelRecord, RunMeta, RunRecord
 from .schema import POSTGRES, SQLITE, TABLES, VERSION_TABLE, Dialect, statements
 
 BUSY_S = 120  # how long a SQLite writer waits for another's lock before it gives up
