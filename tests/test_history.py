@@ -31,6 +31,7 @@ from .test_site import NODE_MODULES
 DATA = ROOT / "tests" / "data" / "history"
 SLOWED = ("NULL", "E_32_4")  # the workload's most launched kernel (17 launches a run, 7 programs)
 SHOTS = ROOT / "test-output" / "history"
+CHROMIUM = Path("/usr/bin/chromium")
 
 
 def stored_runs() -> list[RunRecord]:
@@ -239,8 +240,7 @@ def test_site_in_browser(runs: dict, tmp_path: Path):
     index = (site / "index.html").read_text()
     assert index.count('<figure class="trend"') == 16 and len(list((site / "runs").glob("*.html"))) == 15
     assert 'href="runs/15.html"' in index
-    browser = shutil.which("node") and (NODE_MODULES / "playwright-core").exists() and Path("/usr/bin/chromium").exists()
-    if not browser:
+    if not (shutil.which("node") and (NODE_MODULES / "playwright-core").exists() and CHROMIUM.exists()):
         pytest.skip("headless Chromium + playwright-core not installed (../shared/tools/perfetto-check/install.sh)")
     if SHOTS.exists():
         shutil.rmtree(SHOTS)
