@@ -83,11 +83,11 @@ def rates(name: str, runs: list[list[Runs]], history: int, max_pairs: int) -> di
             counts[(r.kernel.device, r.kernel.name)] = counts.get((r.kernel.device, r.kernel.name), 0) + r.count
     key = max(counts, key=lambda k: (counts[k], k))
     out["slowed"] = {"kernel": list(key), "launches": counts[key], "diff": {}, "history": {}}
+    alone = {(key[0], key[1], SLOWER)}  # in a diff, one or more of the name's programs; nothing else
     for f in FACTORS:
-        alone = [(key[0], key[1], SLOWER)]
-        hits = [diff_flags(runs[i], slowed(runs[j], key, f))[0] == alone for i, j in pairs[:max_pairs]]
+        hits = [set(diff_flags(runs[i], slowed(runs[j], key, f))[0]) == alone for i, j in pairs[:max_pairs]]
         out["slowed"]["diff"][f] = [sum(hits), len(hits)]
-        hits = [check_flags(records[r - history:r], record(slowed(runs[r], key, f), r))[0] == alone
+        hits = [set(check_flags(records[r - history:r], record(slowed(runs[r], key, f), r))[0]) == alone
                 for r in range(history, len(runs))]
         out["slowed"]["history"][f] = [sum(hits), len(hits)]
     return out

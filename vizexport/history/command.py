@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from .. import api
+from ..analysis.programs import program_index
 from ..analysis.stats import ALPHA, MIN_EFFECT
 from ..errors import InputError
 from ..output import write_atomic
@@ -93,7 +94,6 @@ def _record(args: argparse.Namespace, load: Loader, meta: RunMeta) -> RunRecord:
     assert prof is not None  # the loader insists on a profile
     meta.file, meta.release = Path(prof.path).name, prof.release.name
     tl = api.build_timeline(prof, log, launches=[])  # SQTT waves add nothing to launch times: not decoded
-    from ..analysis.programs import program_index
     return run_record(tl, program_index(log), meta)
 
 
