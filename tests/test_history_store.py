@@ -190,3 +190,19 @@ def test_a_server_that_is_not_there(tmp_path: Path):
     r = run_cli("history", "list", url)
     assert r.returncode == 1 and r.stderr.count("\n") == 1 and "s3cret" not in r.stderr
     assert r.stderr.startswith("vizexport: error: postgresql://ci:***@127.0.0.1:1/runs: ")
+
+
+def test_check_refuses_before_it_reads(tmp_path: Path):
+    """An output of an unknown format, or --last below 1: one line, exit 1, nothing written, no store made."""
+    from .answers import unpack
+    prof, _ = unpack("0.14.0-null-multi", tmp_path)
+    db = tmp_path / "s.db"
+    r = run_cli("history", "check", db, prof, "--branch", "main", "-o", tmp_path / "c.txt")
+    assert r.returncode == 1 and "c.txt: unknown output format" in r.stderr and r.stderr.count("\n") == 1
+    r = run_cli("history", "check", db, prof, "--branch", "main", "--last", "0")
+    assert r.returncode == 1 and r.stderr == "vizexport: error: --last 0: must be at least 1\n"
+    r = run_cli("history", "check", db, prof, "--branch", "main")
+    assert r.returncode == 1 and "no such history store" in r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["0.14.0-null-multi"]
+    r = run_cli("history", "site", db, "-o", tmp_path / "site")
+    assert r.returncode == 1 and not (tmp_path / "site").exists()
