@@ -113,7 +113,8 @@ def test_the_same_answers_on_both_backends(runs: dict, tmp_path: Path):
     for backend in ("sqlite", "postgresql"):
         with fresh_store(backend, tmp_path) as url:
             fill(url)
-            r = run_cli("history", "check", url, runs[2.0], "--branch", "main", "-o", tmp_path / f"{backend}.md")
+            r = run_cli("history", "check", url, runs[2.0], "--branch", "main", "--time", "2025-06-03T00:00:00Z",
+                        "-o", tmp_path / f"{backend}.md")
             assert r.returncode == 0, r.stderr
             answers.append((tmp_path / f"{backend}.md").read_text())
             answers.append(run_cli("history", "list", url, "--json").stdout)
@@ -127,7 +128,7 @@ def test_markdown_is_a_pull_request_comment(runs: dict, tmp_path: Path):
                 tmp_path / "c.md")
     assert r.returncode == 0 and r.stdout.startswith(f"wrote {tmp_path / 'c.md'}: 1 slower, ")
     md = (tmp_path / "c.md").read_text()
-    assert md.startswith("## History check: run12.pkl (deadbeef99 on main)\n\n1 slower, ")
+    assert md.startswith("## History check: slow2.0.pkl (deadbeef99 on main)\n\n1 slower, ")
     assert md.index("### Significant changes") < md.index("<details><summary><b>Kernels</b>")
     (row,) = [line for line in md.split("### Significant changes")[1].splitlines() if line.startswith("| E_32_4 ")]
     assert row.endswith("| slower |") and "| NULL | same | 17 | 12 |" in row

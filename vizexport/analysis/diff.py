@@ -27,7 +27,7 @@ class KernelChange:
     name: str
     device: str
     category: str
-    match: str  # BY_PROGRAM, BY_NAME, NEW or VANISHED
+    match: str  # BY_PROGRAM (the same program keys), BY_NAME (no keys, or others: program_changed), NEW, VANISHED
     programs_before: list[str]
     programs_after: list[str]
     launches_before: int
@@ -149,24 +149,10 @@ def _significant(k: KernelChange) -> bool:
 
 
 def match(a: list[Runs], b: list[Runs]) -> list[tuple[list[Runs], list[Runs]]]:
-    """Pairs of launch groups: by (device, program key) where both runs have program keys, then what is left by
-    (device, name) — a program whose code changed keeps its name — then what only one run has."""
-    pairs: list[tuple[list[Runs], list[Runs]]] = []
-    if any(r.kernel.program for r in a) and any(r.kernel.program for r in b):
-        by_key = {(r.kernel.device, r.kernel.program): r for r in b if r.kernel.program}
-        left_a = []
-        for r in a:
-            other = by_key.pop((r.kernel.device, r.kernel.program), None) if r.kernel.program else None
-            if other is not None:
-                pairs.append(([r], [other]))
-            else:
-                left_a.append(r)
-        matched = {id(y[0]) for _, y in pairs}
-        a, b = left_a, [r for r in b if id(r) not in matched]
+    """Pairs of launch groups, one per device and kernel name (all of a name's programs together, as the history
+    keeps them: a program whose code changed keeps its name), then what only one run has."""
     ga, gb = _by_name(a), _by_name(b)
-    for key in list(ga) + [k for k in gb if k not in ga]:
-        pairs.append((ga.get(key, []), gb.get(key, [])))
-    return pairs
+    return [(ga.get(key, []), gb.get(key, [])) for key in list(ga) + [k for k in gb if k not in ga]]
 
 
 def _by_name(runs: list[Runs]) -> dict[tuple[str, str], list[Runs]]:
@@ -198,8 +184,8 @@ def _change(a: list[Runs], b: list[Runs], alpha: float, min_effect: float, wide:
     first = (a or b)[0]
     changed = False
     if a and b:
-        same = len(a) == len(b) == 1 and a[0].kernel.program is not None and a[0].kernel.program == b[0].kernel.program
-        changed = not same and bool(_keys(a)) and bool(_keys(b)) and _keys(a) != _keys(b)
+        same = bool(_keys(a)) and _keys(a) == _keys(b)  # the same programs (profiles of 0.14+ have keys)
+        changed = not same and bool(_keys(a)) and bool(_keys(b))
         paired = len(da) == len(db) and bool(np.array_equal(pa, pb))
         how, c = BY_PROGRAM if same else BY_NAME, compare(da, db, alpha, min_effect, paired, wide)
     else:

@@ -49,6 +49,7 @@ def add_parser(sub: argparse._SubParsersAction, common: Callable[[argparse.Argum
     _store_and_inputs(chk)
     chk.add_argument("--branch", required=True, metavar="NAME", help="compare with this branch's runs (e.g. main)")
     chk.add_argument("--commit", default="(this run)", metavar="SHA", help="the commit this run measured (shown)")
+    chk.add_argument("--time", metavar="T", help="when it ran (shown; as for add); default now")
     chk.add_argument("--last", type=int, default=LAST, metavar="N", help=f"the newest N runs (default {LAST})")
     chk.add_argument("-o", "--output", type=Path, metavar="OUT", help="CHECK.md (a pull-request comment), .json or "
                      ".html; default: text on stdout")
@@ -120,7 +121,7 @@ def _add(args: argparse.Namespace, load: Loader) -> int:
 def _check(args: argparse.Namespace, load: Loader) -> int:
     if args.output is not None:
         check_output(args.output)
-    record = _record(args, load, RunMeta("", "", normal_time(None), {}, "", "", 0, 0, 0))
+    record = _record(args, load, RunMeta("", "", normal_time(args.time), {}, "", "", 0, 0, 0))
     with open_store(args.store) as store:
         earlier = store.load(store.runs(args.branch, args.last))
     record.meta.branch, record.meta.commit = args.branch, args.commit

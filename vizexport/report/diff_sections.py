@@ -16,8 +16,9 @@ def sections(d: Diff) -> list[Section]:
     out = [_summary(d)]
     if significant:
         out.append(Section("significant", "Significant changes", tables=[_kernel_table(significant)]))
-    out.append(Section("kernels", "Kernels", "Matched by program key where both runs have them, else by name and "
-                       "device (a name whose program changed is labelled so); change = the median paired ratio "
+    out.append(Section("kernels", "Kernels", "Per kernel name and device, all its programs together: matched by "
+                       "program where both runs have the same program keys, else by name (a name whose program "
+                       "changed is labelled so); change = the median paired ratio "
                        "after / before − 1 where both runs launch a kernel alike (paired), else the ratio of medians; "
                        "interval: its 95% interval; q: p adjusted over the kernels.", [_kernel_table(matched, SHORT)],
                        ["ratios"], collapsed=bool(significant)))
