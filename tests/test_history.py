@@ -130,10 +130,11 @@ def test_markdown_is_a_pull_request_comment(runs: dict, tmp_path: Path):
     md = (tmp_path / "c.md").read_text()
     assert md.startswith("## History check: slow2.0.pkl (deadbeef99 on main)\n\n1 slower, ")
     assert md.index("### Significant changes") < md.index("<details><summary><b>Kernels</b>")
-    (row,) = [line for line in md.split("### Significant changes")[1].splitlines() if line.startswith("| E_32_4 ")]
+    significant = md.split("### Significant changes")[1].split("<details>")[0]
+    (row,) = [line for line in significant.splitlines() if line.startswith("| E_32_4 ")]
     assert row.endswith("| slower |") and "| NULL | same | 17 | 12 |" in row
     r = run_cli("history", "check", url, runs[2.0], "--branch", "feature")  # no runs of that branch: nothing to say
-    assert r.returncode == 0 and "16 too few launches (against 0 earlier runs of feature)" in r.stdout
+    assert r.returncode == 0 and "16 new (against 0 earlier runs of feature)" in r.stdout
 
 
 def test_paired_diff_flags_the_slowed_kernel_alone(runs: dict, tmp_path: Path):
@@ -162,17 +163,18 @@ def test_program_changed_keeps_its_name(runs: dict, tmp_path: Path):
     events, _ = load(runs["12"])
     keys = {bytes.fromhex(r.kernel.program) for r in kernel_runs(vizexport.build_timeline(vizexport.load_profile(
         runs["12"]))) if (r.kernel.device, r.kernel.name) == SLOWED}
-    for e in events:
+    for e in events:  # each of its programs another (its key reversed), launched as before
         if class_name(e) == "ProfileRangeEvent" and getattr(e, "profile_key", None) in keys:
-            e.profile_key = bytes(32 - len(e.profile_key)) + b"\xff" * len(e.profile_key)  # other code, one program
+            e.profile_key = e.profile_key[::-1]
         for ent in getattr(e, "ents", []) if class_name(e) == "ProfileGraphEvent" else []:
             if getattr(ent, "profile_key", None) in keys:
-                ent.profile_key = b"\xff" * 32
+                ent.profile_key = ent.profile_key[::-1]
     (tmp_path / "new.pkl").write_bytes(dumps(events))
     d = vizexport.api.diff(vizexport.load_profile(runs["12"]), vizexport.load_profile(tmp_path / "new.pkl"))
     (k,) = [k for k in d.kernels if (k.device, k.name) == SLOWED]
     assert k.program_changed and k.matched == "name (program changed)" and k.launches_after == 17
-    assert k.ratio == 1.0 and k.verdict == UNCHANGED  # the same launches: unchanged, with evidence
+    assert k.programs_after == sorted(key[::-1].hex() for key in keys)
+    assert k.method == PAIRED and k.ratio == 1.0 and k.verdict == UNCHANGED  # the same launches: evidence
     assert all(not x.program_changed for x in d.kernels if x is not k)
 
 
@@ -253,7 +255,7 @@ def test_site_in_browser(runs: dict, tmp_path: Path):
     got = json.loads(r.stdout)
     assert {p: v["errors"] for p, v in got["pages"].items() if v["errors"]} == {} and got["brokenLinks"] == []
     assert len(got["pages"]) == 16 and got["sorted"] == list(range(15, 0, -1))
-    assert got["sections"][:3] == ["summary", "significant", "kernels"]
+    assert got["sections"][0] == "summary" and got["sections"][-2:] == ["trends", "runs"]
     trends = {t["title"]: t for t in got["trends"]}
     slow = trends["E_32_4 on NULL"]
     assert slow["dots"] == 15 and slow["width"] > 600 and slow["height"] > 120 and slow["changePoints"] == 1

@@ -42,11 +42,11 @@ for (const file of pages) {
                dots: s.querySelectorAll("circle").length, changePoints: s.querySelectorAll("line.change-point").length };
     }));
     out.sections = await page.$$eval("main section", (s) => s.map((x) => x.id));
+    await page.screenshot({ path: path.join(shots, "history.png"), fullPage: false });
+    await page.screenshot({ path: path.join(shots, "history-full.png"), fullPage: true });
     const table = await page.$("#runs table.sortable");
     await (await table.$$("th"))[0].click();  // by run number, largest first
     out.sorted = await table.$$eval("tbody tr", (rows) => rows.map((r) => parseFloat(r.cells[0].dataset.v)));
-    await page.screenshot({ path: path.join(shots, "history.png"), fullPage: false });
-    await page.screenshot({ path: path.join(shots, "history-full.png"), fullPage: true });
   }
   await page.close();
 }
