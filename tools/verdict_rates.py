@@ -9,7 +9,8 @@ Per set (a workload on a device, run many times):
   a false flag (and a kernel whose median moved by more than 10% but is called unchanged is counted too);
 - slowdowns: the set's most launched kernel (name and device) made 1.1, 1.2, 1.5, 2 and 3 times as long on every
   launch in the later run (as tools/slow_copy.py does to a pickle): found when that kernel is slower and nothing
-  else is flagged, by `diff` over `--pairs` pairs and by `history check` of each run as above.
+  else is flagged, by `diff` of each run against the one before it (at most `--pairs`) and by `history check` of
+  each run as above.
 The comparisons are those of the command (analysis.diff.kernel_changes, history.check.check_run) on the runs'
 launches as vizexport reads them; the pickles are read once.
 """
@@ -85,7 +86,8 @@ def rates(name: str, runs: list[list[Runs]], history: int, max_pairs: int) -> di
     out["slowed"] = {"kernel": list(key), "launches": counts[key], "diff": {}, "history": {}}
     alone = {(key[0], key[1], SLOWER)}  # in a diff, one or more of the name's programs; nothing else
     for f in FACTORS:
-        hits = [set(diff_flags(runs[i], slowed(runs[j], key, f))[0]) == alone for i, j in pairs[:max_pairs]]
+        hits = [set(diff_flags(runs[i], slowed(runs[i + 1], key, f))[0]) == alone
+                for i in range(min(max_pairs, len(runs) - 1))]
         out["slowed"]["diff"][f] = [sum(hits), len(hits)]
         hits = [set(check_flags(records[r - history:r], record(slowed(runs[r], key, f), r))[0]) == alone
                 for r in range(history, len(runs))]

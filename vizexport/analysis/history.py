@@ -10,7 +10,8 @@ kernels: a busier machine moves all alike). Two tests must both reject, and the 
   the noise, its uncertainty counted), which also gives the interval of the change;
 - launches: single launches have heavy tails (a launch preempted on a shared machine takes many times as long), so
   the chance that at least half of the new run's launches deviate as far as its level does, with each launch
-  deviating as often as the earlier runs' launches of all kernels do (their pooled deviations: an empirical null).
+  deviating as often as the earlier runs' launches of all kernels do (their pooled deviations: an empirical null);
+  a kernel the new run launched once is never slower or faster (one launch is no evidence against that).
 The p-values of all kernels are adjusted together (Benjamini–Hochberg). A kernel fewer than MIN_RUNS earlier runs
 launched has too few launches to say anything.
 """
@@ -25,6 +26,7 @@ import numpy as np
 from .stats import ALPHA, CONFIDENCE, FEW, INCONCLUSIVE, MIN_EFFECT, MIN_KERNELS, Change, adjust
 
 MIN_RUNS = 3  # earlier runs that launched the kernel: fewer give no spread worth the name
+MIN_NEW_LAUNCHES = 2  # launches of the new run that can show a change (one can be a preempted launch)
 BY_LAUNCH, BY_RUN = "runs, launch by launch", "runs"
 METHOD = ("each run one observation per kernel (the median log deviation of its launches from the earlier runs', "
           "launch by launch where all launch it alike), the run-wide shift set aside; the new run against the "
@@ -112,9 +114,12 @@ def _pool(kernels: dict[Hashable, _Kernel], shifts: np.ndarray) -> np.ndarray:
 
 def _launch_p(deviations: np.ndarray, level: float, pool: np.ndarray) -> float:
     """Two-sided: the chance that at least half of len(deviations) launches stray as far as `level` (the same
-    side), each as often as the pool's launches do (the count plus one over the pool plus one: never 0)."""
+    side), each as often as the pool's launches do (the count plus one over the pool plus one: never 0). A single
+    launch is no evidence (1): one preempted launch can take any time, as often as the pool cannot tell."""
     from scipy import stats
     n = len(deviations)
+    if n < MIN_NEW_LAUNCHES:
+        return 1.0
     far = len(pool) - np.searchsorted(pool, level, "left") if level >= 0 else np.searchsorted(pool, level, "right")
     f = (far + 1) / (len(pool) + 1)
     return float(min(1.0, 2 * stats.binom.sf((n + 1) // 2 - 1, n, f)))
