@@ -10,7 +10,7 @@ kernels: a busier machine moves all alike). Two tests must both reject, and the 
   the noise, its uncertainty counted), which also gives the interval of the change;
 - launches: single launches have heavy tails (a launch preempted on a shared machine takes many times as long), so
   the chance that at least half of the new run's launches deviate as far as its level does, with each launch
-  deviating as often as the earlier runs' launches of all kernels do (their pooled deviations: an empirical null);
+  deviating as often as the kernel's launches in the earlier runs do (their deviations: an empirical null);
   a kernel the new run launched once is never slower or faster (one launch is no evidence against that).
 The p-values of all kernels are adjusted together (Benjamini–Hochberg). A kernel fewer than MIN_RUNS earlier runs
 launched has too few launches to say anything.
@@ -31,8 +31,8 @@ BY_LAUNCH, BY_RUN = "runs, launch by launch", "runs"
 METHOD = ("each run one observation per kernel (the median log deviation of its launches from the earlier runs', "
           "launch by launch where all launch it alike), the run-wide shift set aside; the new run against the "
           f"earlier runs by Student's t for a new observation (with its {CONFIDENCE:.0%} interval), and against how "
-          "often single launches deviate that far (the earlier runs' launches of all kernels); p-values adjusted "
-          "for the number of kernels (Benjamini–Hochberg)")
+          "often the kernel's single launches deviated that far in the earlier runs; p-values adjusted for the "
+          "number of kernels (Benjamini–Hochberg)")
 
 Launches = tuple[np.ndarray, np.ndarray]  # durations in time order, and which program each is (analysis.diff)
 
@@ -54,20 +54,19 @@ def check_kernels(earlier: list[dict[Hashable, Launches]], new: dict[Hashable, L
     `new` against the typical earlier run."""
     kernels = {k: v for k in new if (v := _kernel([r.get(k) for r in earlier], new[k])) is not None}
     shifts = _shifts(kernels, len(earlier))
-    pool = _pool(kernels, shifts)
     out = {}
     for k, launches in new.items():
         moved = _moved([r[k][0] for r in earlier if k in r], launches[0])
-        out[k] = _change(kernels[k], shifts, pool, moved) if k in kernels else Change(moved, None, None, None, FEW,
-                                                                                     None, None, moved)
+        out[k] = _change(kernels[k], shifts, moved) if k in kernels else Change(moved, None, None, None, FEW, None,
+                                                                                None, moved)
     adjust(list(out.values()), alpha, min_effect)
     return out, float(np.exp(shifts[-1] - np.median(shifts[:-1]))) if len(shifts) > 1 else 1.0
 
 
-def _change(k: _Kernel, shifts: np.ndarray, pool: np.ndarray, moved: float) -> Change:
+def _change(k: _Kernel, shifts: np.ndarray, moved: float) -> Change:
     levels = k.levels - shifts[k.runs]
     c = _predict(levels[:-1], float(levels[-1]))
-    c.p = max(c.p or 0.0, _launch_p(k.deviations[-1] - shifts[-1], float(levels[-1]), pool))
+    c.p = max(c.p or 0.0, _launch_p(k.deviations[-1] - shifts[-1], float(levels[-1]), _pool(k, shifts)))
     shift = float(np.exp(shifts[-1] - shifts[k.runs[:-1]].mean()))
     c.ratio, c.low, c.high = c.ratio * shift, (c.low or 0) * shift, (c.high or 0) * shift
     c.method, c.median_ratio, c.shift = BY_LAUNCH if k.aligned else BY_RUN, moved, shift
@@ -105,11 +104,10 @@ def _shifts(kernels: dict[Hashable, _Kernel], n: int) -> np.ndarray:
     return np.where(counts >= MIN_KERNELS, np.nan_to_num(med), 0.0)
 
 
-def _pool(kernels: dict[Hashable, _Kernel], shifts: np.ndarray) -> np.ndarray:
-    """The earlier runs' launch deviations of all kernels (each run's shift set aside), sorted: how far single
+def _pool(k: _Kernel, shifts: np.ndarray) -> np.ndarray:
+    """The kernel's launch deviations in the earlier runs (each run's shift set aside), sorted: how far its single
     launches stray without a change."""
-    parts = [d - shifts[r] for k in kernels.values() for r, d in zip(k.runs[:-1], k.deviations[:-1], strict=True)]
-    return np.sort(np.concatenate(parts)) if parts else np.zeros(0)
+    return np.sort(np.concatenate([d - shifts[r] for r, d in zip(k.runs[:-1], k.deviations[:-1], strict=True)]))
 
 
 def _launch_p(deviations: np.ndarray, level: float, pool: np.ndarray) -> float:
