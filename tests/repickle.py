@@ -54,19 +54,20 @@ def _later(st: str, en: str, factor: float) -> str:
     return str(s + (e - s) * Decimal(str(factor)))
 
 
-def slow_down(src: Path, dst: Path, program: bytes, factor: float = 2.0) -> int:
-    """Write `src` to `dst` with every launch of `program` (its profile_key) `factor` times longer; returns how many
-    launches changed."""
+def slow_down(src: Path, dst: Path, program: bytes | set[bytes], factor: float = 2.0) -> int:
+    """Write `src` to `dst` with every launch of `program` (its profile_key, or any of a set of them) `factor` times
+    longer; returns how many launches changed."""
     events, _ = load(src)
+    programs = program if isinstance(program, set) else {program}
     changed = 0
     for e in events:
         kind = class_name(e)
-        if kind == "ProfileRangeEvent" and getattr(e, "profile_key", None) == program and e.en is not None:
+        if kind == "ProfileRangeEvent" and getattr(e, "profile_key", None) in programs and e.en is not None:
             e.en = _later(e.st, e.en, factor)
             changed += 1
         elif kind == "ProfileGraphEvent":
             for ent in e.ents:
-                if getattr(ent, "profile_key", None) == program:
+                if getattr(ent, "profile_key", None) in programs:
                     e.sigs.append(_later(e.sigs[ent.st_id], e.sigs[ent.en_id], factor))
                     ent.en_id = len(e.sigs) - 1
                     changed += 1

@@ -24,11 +24,13 @@ from .forks import discard_prepared, prepare, stop_all
 from .gcpause import gc_paused
 from .graphs import DotMissing, StepOptions
 from .graphs.export import POLICIES
+from .history import command as history  # `vizexport history` (#35): its parser and commands live there
 from .limits import GIB, limit_memory, limit_output, memory_budget
 from .output import Progress, check_folder, clean_stale
 from .perfetto import FLAVORS, FORMATS
 from .perfetto.split import read_index, windows_folder
 from .pickles import brief
+from .records import Profile, RewriteLog
 from .run import AnswerOptions, LoadOptions, Run, TraceOptions, ViewOptions
 from .site import warm_plots
 from .site.serve import FETCH_TIMEOUT, PORT, contained, run_trace_processor, serve
@@ -37,7 +39,7 @@ from .tinygrad.releases import RELEASES
 from .windows import WINDOW_EVENTS
 from .writers import FILE, FOLDER, TEXT, Target, Writer, candidates, classify, writer_for
 
-COMMANDS = ("convert", "info", "top", "show", "report", "diff", "demo", "open")
+COMMANDS = ("convert", "info", "top", "show", "report", "diff", "demo", "open", "history")
 EXIT_SLOWER = 3  # `diff --fail-if-slower`: a kernel got significantly slower by more than allowed
 USAGE = """vizexport PROFILE.pkl [REWRITES.pkl] -o OUT.pftrace|OUT.pftrace.gz|OUT.json|OUT.json.gz [--flavor kineto]
        vizexport [PROFILE.pkl] [REWRITES.pkl] -o OUTDIR/ [--baseline BASE.pkl]  (static site; rewrites alone: SVGs)
@@ -47,6 +49,7 @@ USAGE = """vizexport PROFILE.pkl [REWRITES.pkl] -o OUT.pftrace|OUT.pftrace.gz|OU
        vizexport report PROFILE.pkl [REWRITES.pkl] [-o REPORT.html|.json|.md]
        vizexport diff BASE.pkl PR.pkl [-o DIFF.html|.json|.md] [--fail-if-slower PCT]
        vizexport open TRACE [--at TIME | --window N] [--trace-processor PATH] [--no-browser] [--timeout SEC]
+       vizexport history add|check|site|list STORE …  (a store of runs: vizexport history -h)
        vizexport demo -o OUTDIR"""
 
 
@@ -108,6 +111,7 @@ def parser() -> argparse.ArgumentParser:
     _show_parser(sub)
     _open_parser(sub)
     _answers(sub)
+    history.add_parser(sub, _common)
     demo = sub.add_parser("demo", help="run vizexport on its bundled sample (a tinygrad 0.14.0 NULL-device run)")
     demo.add_argument("-o", "--output", type=Path, required=True, metavar="OUTDIR")
     _common(demo)
@@ -401,12 +405,18 @@ def _warning_line(message: Warning | str, category: type, *_: object, **__: obje
     return lines(f"vizexport: warning: {shown(str(message), MESSAGE_CHARS)}") + "\n"
 
 
+def load_inputs(paths: Sequence[Path], version: str | None) -> tuple[Profile, RewriteLog | None]:
+    """A profile and at most one rewrites trace, told apart by content (what `history` reads a run from)."""
+    run = Run(tuple(paths), load=LoadOptions(version))
+    return run.need_profile(), run.rewrites
+
+
 def inputs_of(args: argparse.Namespace) -> list[Path]:
     return {"convert": lambda: args.inputs + [p for p in (args.baseline, args.baseline_rewrites) if p],
             "info": lambda: args.files, "open": lambda: [args.trace], "demo": sample_files,
             "top": lambda: args.inputs, "show": lambda: [args.rewrites], "report": lambda: args.inputs,
             "diff": lambda: [p for p in (args.base, args.pr, args.base_rewrites, args.pr_rewrites) if p],
-            }[args.command]()
+            "history": lambda: history.inputs(args)}[args.command]()
 
 
 def describe(e: BaseException, args: argparse.Namespace, limit: int | None) -> str:
@@ -434,7 +444,8 @@ BUG = "an error vizexport did not anticipate: a bug, please report it; --debug s
 
 
 COMMAND = {"convert": cmd_convert, "info": cmd_info, "top": cmd_top, "show": cmd_show, "report": cmd_report,
-           "diff": cmd_diff, "demo": cmd_demo, "open": cmd_open}
+           "diff": cmd_diff, "demo": cmd_demo, "open": cmd_open,
+           "history": lambda a: history.run(a, load_inputs)}
 EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_PIPE = 130, 143, 141
 
 

@@ -1,6 +1,7 @@
 """What changed between two runs (a base and a pull request's): kernels matched by program, else by name and
-device, each with a noise-aware verdict (analysis.stats); new and vanished kernels; totals per device and category;
-and the stretches between markers."""
+device (a program whose code changed keeps its name: labelled so), each with a verdict (analysis.stats: launch by
+launch where both runs launch it alike, false flags controlled over all kernels); new and vanished kernels; totals per
+device and category; and the stretches between markers."""
 from __future__ import annotations
 
 from collections import Counter, defaultdict
@@ -15,7 +16,7 @@ from .intervals import clip, measure
 from .launches import Runs, columns, kernel_runs
 from .programs import ProgramIndex
 from .report import time_range
-from .stats import ALPHA, FASTER, METHOD, MIN_EFFECT, SLOWER, Change, compare
+from .stats import ALPHA, FASTER, METHOD, MIN_EFFECT, SLOWER, Change, RunWide, adjust, compare, estimate, run_wide
 
 NEW, VANISHED = "new", "vanished"
 BY_PROGRAM, BY_NAME = "program", "name"
@@ -26,7 +27,7 @@ class KernelChange:
     name: str
     device: str
     category: str
-    match: str  # BY_PROGRAM, BY_NAME, NEW or VANISHED
+    match: str  # BY_PROGRAM (the same program keys), BY_NAME (no keys, or others: program_changed), NEW, VANISHED
     programs_before: list[str]
     programs_after: list[str]
     launches_before: int
@@ -38,8 +39,16 @@ class KernelChange:
     ratio: float | None  # median after / median before
     low: float | None  # its bootstrap interval
     high: float | None
-    p: float | None  # Mann–Whitney U, two-sided
-    verdict: str  # stats.SLOWER, FASTER, UNCHANGED, FEW, or NEW / VANISHED
+    p: float | None  # the test's (stats: paired t on log ratios, else Mann–Whitney U), two-sided
+    verdict: str  # stats.SLOWER, FASTER, UNCHANGED, INCONCLUSIVE, FEW, or NEW / VANISHED
+    method: str | None = None  # stats.PAIRED or UNPAIRED (None: untested)
+    q: float | None = None  # p adjusted over the diff's kernels (Benjamini–Hochberg)
+    interval: list[float] | None = None  # [low, high]
+    program_changed: bool = False  # matched by name though both runs have program keys and they differ
+
+    @property
+    def matched(self) -> str:
+        return f"{self.match} (program changed)" if self.program_changed else self.match
 
     @property
     def label(self) -> str:
@@ -94,6 +103,7 @@ class Diff:
     devices: list[TotalChange]
     categories: list[TotalChange]
     intervals: list[IntervalChange] = field(default_factory=list)
+    wide: RunWide = field(default_factory=RunWide)  # the run-wide change and spread, set aside for the verdicts
 
     def slowdowns(self, pct: float) -> list[KernelChange]:
         """Significant slowdowns whose median grew by more than `pct` percent."""
@@ -104,11 +114,34 @@ def diff_runs(base: Timeline, pr: Timeline, base_programs: ProgramIndex | None =
               pr_programs: ProgramIndex | None = None, alpha: float = ALPHA,
               min_effect: float = MIN_EFFECT, releases: tuple[str, str] = ("", "")) -> Diff:
     a, b = kernel_runs(base, base_programs), kernel_runs(pr, pr_programs)
-    kernels = [_change(x, y, alpha, min_effect) for x, y in match(a, b)]
-    kernels.sort(key=lambda k: (not _significant(k), -abs(k.total_after_ns - k.total_before_ns), k.device, k.name))
+    kernels, wide = kernel_changes(a, b, alpha, min_effect)
     return Diff(_side(base, a, releases[0]), _side(pr, b, releases[1]), METHOD, alpha, min_effect,
                 dict(Counter(k.verdict for k in kernels)), kernels, _totals(a, b, lambda r: r.kernel.device, True),
-                _totals(a, b, lambda r: r.category, False), _intervals(base, pr, a, b))
+                _totals(a, b, lambda r: r.category, False), _intervals(base, pr, a, b), wide)
+
+
+def kernel_changes(a: list[Runs], b: list[Runs], alpha: float = ALPHA, min_effect: float = MIN_EFFECT
+                   ) -> tuple[list[KernelChange], RunWide]:
+    """Each kernel's change from the launches `a` to `b` (analysis.launches.kernel_runs), significant changes
+    first; and the run-wide shift and spread set aside for them."""
+    pairs = match(a, b)
+    wide = _wide(pairs, alpha)
+    changes = [_change(x, y, alpha, min_effect, wide) for x, y in pairs]
+    adjust([c for _, c in changes], alpha, min_effect)
+    kernels = [_verdict(k, c) for k, c in changes]
+    kernels.sort(key=lambda k: (not _significant(k), -abs(k.total_after_ns - k.total_before_ns), k.device, k.name))
+    return kernels, wide
+
+
+def _wide(pairs: list[tuple[list[Runs], list[Runs]]], alpha: float) -> RunWide:
+    """The run-wide change and spread, over the kernels both runs launch (stats.run_wide)."""
+    logs = []
+    for x, y in pairs:
+        (da, pa), (db, pb) = launch_order(x), launch_order(y)
+        paired = len(da) == len(db) and bool(np.array_equal(pa, pb))
+        if len(da) and len(db):
+            logs.append(estimate(da, db, paired))
+    return run_wide(logs)
 
 
 def _significant(k: KernelChange) -> bool:
@@ -116,24 +149,10 @@ def _significant(k: KernelChange) -> bool:
 
 
 def match(a: list[Runs], b: list[Runs]) -> list[tuple[list[Runs], list[Runs]]]:
-    """Pairs of launch groups: by (device, program key) where both runs have program keys, then what is left by
-    (device, name) — a program whose code changed keeps its name — then what only one run has."""
-    pairs: list[tuple[list[Runs], list[Runs]]] = []
-    if any(r.kernel.program for r in a) and any(r.kernel.program for r in b):
-        by_key = {(r.kernel.device, r.kernel.program): r for r in b if r.kernel.program}
-        left_a = []
-        for r in a:
-            other = by_key.pop((r.kernel.device, r.kernel.program), None) if r.kernel.program else None
-            if other is not None:
-                pairs.append(([r], [other]))
-            else:
-                left_a.append(r)
-        matched = {id(y[0]) for _, y in pairs}
-        a, b = left_a, [r for r in b if id(r) not in matched]
+    """Pairs of launch groups, one per device and kernel name (all of a name's programs together, as the history
+    keeps them: a program whose code changed keeps its name), then what only one run has."""
     ga, gb = _by_name(a), _by_name(b)
-    for key in list(ga) + [k for k in gb if k not in ga]:
-        pairs.append((ga.get(key, []), gb.get(key, [])))
-    return pairs
+    return [(ga.get(key, []), gb.get(key, [])) for key in list(ga) + [k for k in gb if k not in ga]]
 
 
 def _by_name(runs: list[Runs]) -> dict[tuple[str, str], list[Runs]]:
@@ -147,17 +166,43 @@ def _durations(runs: list[Runs]) -> np.ndarray:
     return np.concatenate([r.dur for r in runs]) if runs else np.zeros(0, np.int64)
 
 
-def _change(a: list[Runs], b: list[Runs], alpha: float, min_effect: float) -> KernelChange:
-    da, db = _durations(a), _durations(b)
+def launch_order(runs: list[Runs]) -> tuple[np.ndarray, np.ndarray]:
+    """The launches of a group of kernels (one name, maybe several programs) in time order: their durations, and
+    which program each is, numbered by first launch (0, 1, …): two runs launch a group alike where these agree."""
+    if not runs:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    ts = np.concatenate([r.ts for r in runs])
+    order = np.argsort(ts, kind="stable")
+    which = np.concatenate([np.full(r.count, i) for i, r in enumerate(runs)])[order]
+    _, first, pattern = np.unique(which, return_index=True, return_inverse=True)
+    return _durations(runs)[order], np.argsort(np.argsort(first))[pattern]
+
+
+def _change(a: list[Runs], b: list[Runs], alpha: float, min_effect: float, wide: RunWide
+            ) -> tuple[KernelChange, Change]:
+    (da, pa), (db, pb) = launch_order(a), launch_order(b)
     first = (a or b)[0]
+    changed = False
     if a and b:
-        same = len(a) == len(b) == 1 and a[0].kernel.program is not None and a[0].kernel.program == b[0].kernel.program
-        how, c = BY_PROGRAM if same else BY_NAME, compare(da, db, alpha, min_effect)
+        same = bool(_keys(a)) and _keys(a) == _keys(b)  # the same programs (profiles of 0.14+ have keys)
+        changed = not same and bool(_keys(a)) and bool(_keys(b))
+        paired = len(da) == len(db) and bool(np.array_equal(pa, pb))
+        how, c = BY_PROGRAM if same else BY_NAME, compare(da, db, alpha, min_effect, paired, wide)
     else:
         how, c = NEW if b else VANISHED, Change(float("nan"), None, None, None, NEW if b else VANISHED)
-    return KernelChange(first.kernel.name, first.kernel.device, (b or a)[0].category, how, _keys(a), _keys(b),
-                        len(da), len(db), int(da.sum()), int(db.sum()), _median(da), _median(db),
-                        None if how in (NEW, VANISHED) else c.ratio, c.low, c.high, c.p, c.verdict)
+    k = KernelChange(first.kernel.name, first.kernel.device, (b or a)[0].category, how, _keys(a), _keys(b),
+                     len(da), len(db), int(da.sum()), int(db.sum()), _median(da), _median(db),
+                     None if how in (NEW, VANISHED) else c.ratio, c.low, c.high, c.p, c.verdict, c.method,
+                     program_changed=changed)
+    return k, c
+
+
+def _verdict(k: KernelChange, c: Change) -> KernelChange:
+    """The kernel with its change's adjusted p-value and final verdict."""
+    if k.match not in (NEW, VANISHED):
+        k.q, k.verdict = c.q, c.verdict
+        k.interval = None if c.low is None or c.high is None else [c.low, c.high]
+    return k
 
 
 def _keys(runs: list[Runs]) -> list[str]:
@@ -183,11 +228,11 @@ def _totals(a: list[Runs], b: list[Runs], key: Callable[[Runs], str], busy: bool
     for name in list(ga) + [k for k in gb if k not in ga]:
         x, y = ga.get(name, []), gb.get(name, [])
         out.append(TotalChange(name, sum(r.count for r in x), sum(r.count for r in y), sum(r.total_ns for r in x),
-                               sum(r.total_ns for r in y), _busy(x) if busy else None, _busy(y) if busy else None))
+                               sum(r.total_ns for r in y), busy_ns(x) if busy else None, busy_ns(y) if busy else None))
     return sorted(out, key=lambda t: -max(t.total_before_ns, t.total_after_ns))
 
 
-def _busy(runs: list[Runs], lo: int | None = None, hi: int | None = None) -> int:
+def busy_ns(runs: list[Runs], lo: int | None = None, hi: int | None = None) -> int:
     if not runs:
         return 0
     st = np.concatenate([r.ts for r in runs])
@@ -227,7 +272,7 @@ def _intervals(base: Timeline, pr: Timeline, a: list[Runs], b: list[Runs]) -> li
     out = []
     for name in (n for n in sa if n in sb):
         (la, ha), (lb, hb) = sa[name], sb[name]
-        out.append(IntervalChange(name, ha - la, hb - lb, _busy(a, la, ha), _busy(b, lb, hb),
+        out.append(IntervalChange(name, ha - la, hb - lb, busy_ns(a, la, ha), busy_ns(b, lb, hb),
                                   sum(int(((r.ts >= la) & (r.ts < ha)).sum()) for r in a),
                                   sum(int(((r.ts >= lb) & (r.ts < hb)).sum()) for r in b)))
     return out

@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 from ..analysis.diff import NEW, VANISHED, Diff, KernelChange, Side, TotalChange
-from ..analysis.stats import FASTER, SLOWER
+from ..analysis.stats import FASTER, SLOWER, VERDICTS
 from ..units import duration_text
 from .tables import Cell, Section, Table, delta_ns, ns, num, ratio, text
 
 SHORT = 15
-VERDICT_ORDER = (SLOWER, FASTER, "unchanged", "too few launches", NEW, VANISHED)
+VERDICT_ORDER = (*VERDICTS, NEW, VANISHED)
 
 
 def sections(d: Diff) -> list[Section]:
@@ -16,9 +16,12 @@ def sections(d: Diff) -> list[Section]:
     out = [_summary(d)]
     if significant:
         out.append(Section("significant", "Significant changes", tables=[_kernel_table(significant)]))
-    out.append(Section("kernels", "Kernels", "Matched by program key where both runs have them, else by name and "
-                       "device; change = median after / median before − 1; interval: the bootstrap 95% interval "
-                       "of that ratio.", [_kernel_table(matched, SHORT)], ["ratios"], collapsed=bool(significant)))
+    out.append(Section("kernels", "Kernels", "Per kernel name and device, all its programs together: matched by "
+                       "program where both runs have the same program keys, else by name (a name whose program "
+                       "changed is labelled so); change = the median paired ratio "
+                       "after / before − 1 where both runs launch a kernel alike (paired), else the ratio of medians; "
+                       "interval: its 95% interval; q: p adjusted over the kernels.", [_kernel_table(matched, SHORT)],
+                       ["ratios"], collapsed=bool(significant)))
     for verdict, title in ((NEW, "New kernels"), (VANISHED, "Vanished kernels")):
         ks = [k for k in d.kernels if k.verdict == verdict]
         if ks:
@@ -48,9 +51,12 @@ def _summary(d: Diff) -> Section:
             [text("Launch time"), text(f"{duration_text(d.base.launch_ns)} → {duration_text(d.pr.launch_ns)} "
                                        f"({ratio(_r(d.pr.launch_ns, d.base.launch_ns))[0]})")],
             [text("Launches"), text(f"{d.base.launches:,} → {d.pr.launches:,}")],
+            [text("Run-wide shift"), text(f"{ratio(d.wide.shift)[0]} (every kernel alike), kernels scatter "
+                                          f"±{d.wide.spread * 100:.0f}% between runs: set aside for the verdicts")],
             [text("Kernels"), text(verdict_counts(d))]]
-    note = (f"A change is significant when {d.method} agree at α = {d.alpha:g} and the median moved by at least "
-            f"{d.min_effect:.0%}; p-values are per kernel.")
+    note = (f"Slower or faster only with evidence: the adjusted p-value below α = {d.alpha:g}, the interval "
+            f"excluding no change, the change at least {d.min_effect:.0%}; unchanged only where the interval lies "
+            f"within ±{d.min_effect:.0%}; otherwise inconclusive. Method: {d.method}.")
     return Section("summary", "Summary", note, [Table(["", ""], rows)])
 
 
@@ -64,11 +70,11 @@ def _side(s: Side) -> str:
 
 
 def _kernel_table(ks: list[KernelChange], limit: int | None = None) -> Table:
-    rows = [[text(k.label), text(k.device), text(k.match), num(k.launches_before), num(k.launches_after),
+    rows = [[text(k.label), text(k.device), text(k.matched), num(k.launches_before), num(k.launches_after),
              ns(k.total_before_ns), ns(k.total_after_ns), ns(k.median_before_ns), ns(k.median_after_ns),
-             ratio(k.ratio), _interval(k), num(k.p, "{:.3g}"), text(k.verdict)] for k in ks]
+             ratio(k.ratio), _interval(k), num(k.q, "{:.3g}"), text(k.verdict)] for k in ks]
     return Table(["Kernel", "Device", "Matched by", "Launches before", "after", "Total before", "after",
-                  "Median before", "after", "Change", "95% interval", "p", "Verdict"], rows, limit)
+                  "Median before", "after", "Change", "95% interval", "q", "Verdict"], rows, limit)
 
 
 def _interval(k: KernelChange) -> Cell:

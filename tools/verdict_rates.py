@@ -1,0 +1,133 @@
+"""How often do `diff` and `history check` flag noise, and how small a slowdown do they find? Measured on the runs
+tools/make_runs.py made (issue #35).
+
+Usage: python tools/verdict_rates.py [--runs /tmp/runs] [--sets S,..] [--history 10] [--pairs 40] [--json OUT]
+
+Per set (a workload on a device, run many times):
+- false flags: `diff` of every pair of independent runs (earlier → later), and `history check` of every run from
+  the (history+1)-th on against the `history` runs before it; a pair or check with any kernel slower or faster is
+  a false flag (and a kernel whose median moved by more than 10% but is called unchanged is counted too);
+- slowdowns: the set's most launched kernel (name and device) made 1.1, 1.2, 1.5, 2 and 3 times as long on every
+  launch in the later run (as tools/slow_copy.py does to a pickle): found when that kernel is slower and nothing
+  else is flagged, by `diff` of each run against the one before it (at most `--pairs`) and by `history check` of
+  each run as above.
+The comparisons are those of the command (analysis.diff.kernel_changes, history.check.check_run) on the runs'
+launches as vizexport reads them; the pickles are read once.
+"""
+import argparse
+import itertools
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import vizexport
+from vizexport.analysis.diff import kernel_changes
+from vizexport.analysis.launches import Runs, kernel_runs
+from vizexport.analysis.stats import FASTER, SLOWER, UNCHANGED
+from vizexport.history.check import check_run
+from vizexport.history.records import RunMeta, launches_record
+
+FACTORS = (1.1, 1.2, 1.5, 2.0, 3.0)
+FLAGS = (SLOWER, FASTER)
+
+
+def load(folder: Path) -> list[list[Runs]]:
+    return [kernel_runs(vizexport.build_timeline(vizexport.load_profile(p)))
+            for p in sorted(folder.glob("*/profile.pkl"))]
+
+
+def slowed(runs: list[Runs], key: tuple[str, str], factor: float) -> list[Runs]:
+    return [replace(r, dur=np.round(r.dur * factor).astype(np.int64)) if (r.kernel.device, r.kernel.name) == key
+            else r for r in runs]
+
+
+def record(runs: list[Runs], i: int):
+    return launches_record(runs, RunMeta(f"run{i}", "main", f"{i:04d}", {}, "profile.pkl", "", 0, 0, 0))
+
+
+def diff_flags(a: list[Runs], b: list[Runs]) -> tuple[list[tuple[str, str, str]], int]:
+    kernels, _ = kernel_changes(a, b)
+    bad = sum(1 for k in kernels if k.verdict == UNCHANGED and k.median_before_ns and k.median_after_ns and
+              abs(k.median_after_ns / k.median_before_ns - 1) > 0.10)
+    return [(k.device, k.name, k.verdict) for k in kernels if k.verdict in FLAGS], bad
+
+
+def check_flags(earlier: list, new) -> tuple[list[tuple[str, str, str]], int]:
+    c = check_run(new, earlier)
+    bad = sum(1 for k in c.kernels if k.verdict == UNCHANGED and k.earlier_median_ns and
+              abs(k.median_ns / k.earlier_median_ns - 1) > 0.10)
+    return [(k.device, k.name, k.verdict) for k in c.kernels if k.verdict in FLAGS], bad
+
+
+def rates(name: str, runs: list[list[Runs]], history: int, max_pairs: int) -> dict:
+    records = [record(r, i) for i, r in enumerate(runs)]
+    pairs = list(itertools.combinations(range(len(runs)), 2))
+    out: dict = {"set": name, "runs": len(runs)}
+    flagged = [diff_flags(runs[i], runs[j]) for i, j in pairs]
+    out["diff"] = {"pairs": len(pairs), "flagged": sum(bool(f) for f, _ in flagged),
+                   "kernels_flagged": sum(len(f) for f, _ in flagged),
+                   "moved_but_unchanged": sum(b for _, b in flagged),
+                   "examples": [f for f, _ in flagged if f][:3]}
+    checks = [check_flags(records[r - history:r], records[r]) for r in range(history, len(runs))]
+    out["history"] = {"checks": len(checks), "flagged": sum(bool(f) for f, _ in checks),
+                      "kernels_flagged": sum(len(f) for f, _ in checks),
+                      "moved_but_unchanged": sum(b for _, b in checks),
+                      "examples": [f for f, _ in checks if f][:3]}
+    counts: dict[tuple[str, str], int] = {}
+    for r in runs[0]:
+        if r.kernel.program:  # a kernel (copies have no program: tools/slow_copy.py finds programs by key)
+            counts[(r.kernel.device, r.kernel.name)] = counts.get((r.kernel.device, r.kernel.name), 0) + r.count
+    key = max(counts, key=lambda k: (counts[k], k))
+    out["slowed"] = {"kernel": list(key), "launches": counts[key], "diff": {}, "history": {}}
+    alone = {(key[0], key[1], SLOWER)}  # in a diff, one or more of the name's programs; nothing else
+    for f in FACTORS:
+        hits = [set(diff_flags(runs[i], slowed(runs[i + 1], key, f))[0]) == alone
+                for i in range(min(max_pairs, len(runs) - 1))]
+        out["slowed"]["diff"][f] = [sum(hits), len(hits)]
+        hits = [set(check_flags(records[r - history:r], record(slowed(runs[r], key, f), r))[0]) == alone
+                for r in range(history, len(runs))]
+        out["slowed"]["history"][f] = [sum(hits), len(hits)]
+    return out
+
+
+def always(found: dict) -> float | None:
+    """The smallest factor found in every comparison, and in every one with a larger factor."""
+    out = None
+    for f in sorted(found, reverse=True):
+        hit, n = found[f]
+        if not n or hit < n:
+            break
+        out = f
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--runs", type=Path, default=Path("/tmp/runs"))
+    ap.add_argument("--sets", help="comma-separated (default: every folder of --runs)")
+    ap.add_argument("--history", type=int, default=10)
+    ap.add_argument("--pairs", type=int, default=40)
+    ap.add_argument("--json", type=Path)
+    a = ap.parse_args()
+    names = a.sets.split(",") if a.sets else sorted(p.name for p in a.runs.iterdir() if p.is_dir())
+    results = []
+    for name in names:
+        r = rates(name, load(a.runs / name), a.history, a.pairs)
+        results.append(r)
+        d, h, s = r["diff"], r["history"], r["slowed"]
+        print(f"{name}: {r['runs']} runs | diff: {d['flagged']}/{d['pairs']} pairs flagged ({d['kernels_flagged']} "
+              f"kernels), moved>10% but unchanged {d['moved_but_unchanged']} | history: {h['flagged']}/{h['checks']} "
+              f"checks flagged, moved>10% but unchanged {h['moved_but_unchanged']} | {s['kernel'][1]} "
+              f"({s['launches']} launches) slowed, found alone: diff {s['diff']} history {s['history']} "
+              f"(always from ×{always(s['diff'])} / ×{always(s['history'])})", flush=True)
+    if a.json:
+        a.json.write_text(json.dumps(results, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
