@@ -123,3 +123,23 @@ def test_progress_bar_only_on_a_terminal(tmp_path: Path):
                 break
             seen += chunk
     assert p.returncode == 0 and b"writing" in seen and b"events" in seen
+
+
+@pytest.mark.parametrize(("args", "line"), [
+    (("diff", "a.pkl"), "vizexport diff: missing PR.pkl (see vizexport diff --help)"),
+    (("top",), "vizexport top: missing PICKLE (see vizexport top --help)"),
+    (("report", "--bogus", "x.pkl"), "vizexport report: unrecognized arguments: --bogus (see vizexport report --help)"),
+    (("x.pkl",), "vizexport convert: missing -o/--output (see vizexport convert --help)"),
+    (("history", "check", "s.db"), "vizexport history check: missing PICKLE, --branch (see vizexport history check "
+                                   "--help)"),
+    ((), "vizexport: missing command (see vizexport --help)"),
+])
+def test_usage_errors_are_one_line_naming_the_command(args: tuple[str, ...], line: str):
+    r = run_cli(*args)
+    assert r.returncode == 2 and r.stderr == line + "\n" and r.stdout == ""
+
+
+def test_every_command_has_a_clean_help():
+    for command in ("convert", "info", "top", "show", "report", "diff", "open", "demo", "history"):
+        r = run_cli(command, "--help")
+        assert r.returncode == 0 and r.stdout.startswith(f"usage: vizexport {command}"), (command, r.stdout[:200])

@@ -40,6 +40,7 @@ from .windows import WINDOW_EVENTS
 from .writers import FILE, FOLDER, TEXT, Target, Writer, candidates, classify, writer_for
 
 COMMANDS = ("convert", "info", "top", "show", "report", "diff", "demo", "open", "history")
+EXIT_USAGE = 2  # argparse's code for a usage error
 EXIT_SLOWER = 3  # `diff --fail-if-slower`: a kernel got significantly slower by more than allowed
 USAGE = """vizexport PROFILE.pkl [REWRITES.pkl] -o OUT.pftrace|OUT.pftrace.gz|OUT.json|OUT.json.gz [--flavor kineto]
        vizexport [PROFILE.pkl] [REWRITES.pkl] -o OUTDIR/ [--baseline BASE.pkl]  (static site; rewrites alone: SVGs)
@@ -66,11 +67,32 @@ def _common(p: argparse.ArgumentParser) -> None:
                    "with an error, not with the machine's disk)")
 
 
+class Parser(argparse.ArgumentParser):
+    """A usage error is one line naming the command, and where its help is (argparse prints the whole usage)."""
+
+    commands: dict[str, argparse.ArgumentParser]
+
+    def parse_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        """As argparse does, but an argument no command takes is refused by that command's parser."""
+        parsed, extra = self.parse_known_args(args, namespace)
+        if extra:
+            commands = getattr(self, "commands", {})
+            parser = commands.get(getattr(parsed, "command", None), self)
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        return parsed
+
+    def error(self, message: str) -> NoReturn:
+        missing = message.removeprefix("the following arguments are required: ")
+        said = f"missing {missing}" if missing != message else message
+        self.exit(EXIT_USAGE, f"{self.prog}: {shown(said, MESSAGE_CHARS)} (see {self.prog} --help)\n")
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="vizexport", usage=USAGE, description="Turn tinygrad VIZ/PROFILE pickles into "
+    p = Parser(prog="vizexport", usage=USAGE, description="Turn tinygrad VIZ/PROFILE pickles into "
                                 "files anyone can open (convert is the default command).")
     p.add_argument("--version", action="version", version=f"vizexport {__version__}")
-    sub = p.add_subparsers(dest="command", required=True)
+    sub = p.add_subparsers(dest="command", required=True, prog="vizexport", parser_class=Parser)
+    p.commands = sub.choices  # each command's parser: its own usage errors
     conv = sub.add_parser("convert", help="profile (+ rewrites) → Perfetto trace or Chrome JSON (the default)")
     conv.add_argument("inputs", nargs="+", type=Path, metavar="PICKLE",
                       help="a profile.pkl, optionally with its rewrites.pkl (kind detected from content)")

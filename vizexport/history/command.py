@@ -37,7 +37,8 @@ def add_parser(sub: argparse._SubParsersAction, common: Callable[[argparse.Argum
     """`history` and its subcommands; `common`: the flags every command has (cli._common)."""
     h = sub.add_parser("history", usage=USAGE, help="a store of runs (SQLite file or PostgreSQL): add runs, check a "
                        "run against the last N of its branch (exit 3 with --fail-if-slower), a static trend site")
-    hs = h.add_subparsers(dest="history_command", required=True)
+    hs = h.add_subparsers(dest="history_command", required=True, prog="vizexport history",
+                          metavar="add|check|site|list")
     add = hs.add_parser("add", help="keep a run: per kernel its launch durations, device totals, metadata")
     _store_and_inputs(add)
     add.add_argument("--commit", required=True, metavar="SHA", help="the commit the run measured")
