@@ -112,3 +112,24 @@ def test_the_busiest_rewrite_of_each_fixture(path: Path):
     assert view["final"] == pretty(session.nodes, rep.final, MAX_LINES)
     assert view["input"] == pretty(session.nodes, rep.steps[0].sink, MAX_LINES)
     assert len(rewrite_text(view).splitlines()) > 3 * real
+
+
+def test_show_without_a_context_lists_them():
+    """`show REWRITES` lists every context (the index -s takes, name, rewrites, matches), without replaying; each row
+    agrees with that context's own view."""
+    path = SAMPLE / "rewrites.pkl"
+    listed = json.loads(run_cli("show", path, "--json").stdout)["contexts"]
+    log = vizexport.load_rewrites(path)
+    assert [c["name"] for c in listed] == [c.key.name for c in log.contexts] and len(listed) == 20
+    for row in listed[:4]:
+        one = json.loads(run_cli("show", path, "-s", str(row["index"]), "--json").stdout)
+        assert one["name"] == row["name"] and len(one["rewrites"]) == row["rewrites"]
+        assert sum(r["matches"] for r in one["rewrites"]) == row["matches"]
+    text = run_cli("show", path)
+    assert text.returncode == 0 and text.stdout.splitlines()[0].startswith("20 contexts")
+    assert "   3 E_4_4  (43 rewrites, 68 matches)" in text.stdout.splitlines()
+
+
+def test_show_a_rewrite_needs_its_context():
+    r = run_cli("show", SAMPLE / "rewrites.pkl", "-i", "0")
+    assert r.returncode == 2 and r.stderr.startswith("vizexport show: -i/--rewrite needs -s/--ctx")

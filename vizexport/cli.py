@@ -46,7 +46,7 @@ USAGE = """vizexport PROFILE.pkl [REWRITES.pkl] -o OUT.pftrace|OUT.pftrace.gz|OU
        vizexport [PROFILE.pkl] [REWRITES.pkl] -o OUTDIR/ [--baseline BASE.pkl]  (static site; rewrites alone: SVGs)
        vizexport info FILE... [--json]
        vizexport top PROFILE.pkl [REWRITES.pkl] [--json|--csv] [--between MARKER_A MARKER_B] [--device D] [-n N]
-       vizexport show REWRITES.pkl -s CONTEXT [-i REWRITE] [--json]
+       vizexport show REWRITES.pkl [-s CONTEXT [-i REWRITE]] [--json]
        vizexport report PROFILE.pkl [REWRITES.pkl] [-o REPORT.html|.json|.md]
        vizexport diff BASE.pkl PR.pkl [-o DIFF.html|.json|.md] [--fail-if-slower PCT]
        vizexport open TRACE [--at TIME | --window N] [--trace-processor PATH] [--no-browser] [--timeout SEC]
@@ -200,8 +200,9 @@ def _show_parser(sub: Any) -> None:
                         description="A context's rewrites (depth, where they ran, matches) or, with -i, one rewrite "
                         "replayed: its input graph, each match's pattern location and diff, the graph it leaves.")
     sh.add_argument("rewrites", type=Path, metavar="REWRITES", help="a rewrites.pkl")
-    sh.add_argument("-s", "--ctx", required=True, metavar="CONTEXT", help="the context: its index (as `vizexport "
-                    "show` and the site number them) or a regular expression one name matches")
+    sh.add_argument("-s", "--ctx", metavar="CONTEXT", help="the context: its index (as `vizexport show REWRITES` "
+                    "lists them and the site numbers them) or a regular expression one name matches; without it, "
+                    "the list of contexts")
     sh.add_argument("-i", "--rewrite", metavar="REWRITE", help="one rewrite of it: its index or a regular "
                     "expression one name matches")
     sh.add_argument("--json", action="store_true", help="print JSON")
@@ -379,6 +380,8 @@ def cmd_top(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    if args.rewrite is not None and args.ctx is None:
+        parser().commands["show"].error("-i/--rewrite needs -s/--ctx (the context it is in)")
     run = Run((args.rewrites,), load=LoadOptions(args.tinygrad_version),
               steps=StepOptions(ctx=args.ctx, rewrite=args.rewrite), view=ViewOptions(color=use_color()))
     emit("show", classify("show", None, "json" if args.json else TEXT), run)

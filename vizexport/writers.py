@@ -247,9 +247,15 @@ class Show(Writer):
         self.fmt = fmt
 
     def write(self, run: Run, target: Target, progress: Progress | None = None) -> str:
-        if not isinstance(run.loaded[0], RewriteLog):
+        log = run.loaded[0]
+        if not isinstance(log, RewriteLog):
             raise InputError(f"{run.inputs[0]}: a profile, not a rewrites trace (show needs rewrites.pkl)")
-        graphs, ctx, rewrite = run.step_graphs, run.steps.ctx or "", run.steps.rewrite
+        if run.steps.ctx is None:  # no context named: the list to pick one from (nothing replayed)
+            listed = show.contexts_view(log.contexts)
+            if self.fmt == "json":
+                return json_text(json.dumps(listed, indent=1, ensure_ascii=False)) + "\n"
+            return show.contexts_text(listed, run.view.color) + "\n"
+        graphs, ctx, rewrite = run.step_graphs, run.steps.ctx, run.steps.rewrite
         assert graphs is not None
         with gc_paused():
             view = context_view(graphs, ctx) if rewrite is None else rewrite_view(graphs, ctx, rewrite)

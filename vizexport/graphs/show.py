@@ -5,10 +5,11 @@ its input graph, then for each match the pattern's location and the diff of the 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from ..errors import InputError
-from ..records import Rewrite, StepGraphs
+from ..records import Context, Rewrite, StepGraphs
 from ..text import MESSAGE_CHARS, lines, shown
 from .diff import match_diff, pretty
 from .manifest import short_path
@@ -46,6 +47,22 @@ def _rewrite_row(ri: int, rw: Rewrite) -> dict[str, Any]:
     real = [m for m in rw.matches if m.after is not None]
     return {"index": ri, "name": rw.name, "depth": rw.depth, "loc": _loc(rw.loc), "matches": len(real),
             "seconds": sum(m.seconds or 0.0 for m in real), "bottom_up": rw.bottom_up}
+
+
+def contexts_view(contexts: Sequence[Context]) -> dict[str, Any]:
+    """Every context of a trace: index (what -s takes), name, rewrites and matches."""
+    return {"contexts": [{"index": ci, "name": c.key.name, "rewrites": len(c.rewrites),
+                          "matches": sum(m.after is not None for rw in c.rewrites for m in rw.matches)}
+                         for ci, c in enumerate(contexts)]}
+
+
+def contexts_text(view: dict[str, Any], color: bool = False) -> str:
+    """As context_text, for the list of contexts."""
+    bold, reset = (BOLD, RESET) if color else ("", "")
+    rows = view["contexts"]
+    out = [f"{bold}{len(rows)} contexts{reset} (vizexport show REWRITES -s INDEX shows one)"]
+    out += [f"{r['index']:4d} {shown(r['name'])}  ({r['rewrites']} rewrites, {r['matches']} matches)" for r in rows]
+    return lines("\n".join(out))
 
 
 def context_view(graphs: StepGraphs, ctx: str) -> dict[str, Any]:
