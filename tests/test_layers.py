@@ -1,4 +1,4 @@
-"""The layers hold by construction (README "How it is built"): no import cycle anywhere in the package, the model
+"""The layers hold by construction (docs/architecture.md): no import cycle anywhere in the package, the model
 loads without any reader, writer or heavy dependency, and the package face is lazy. The layer contracts themselves
 are pyproject.toml's [tool.importlinter], checked by `lint-imports` in CI."""
 from __future__ import annotations

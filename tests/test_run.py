@@ -1,4 +1,4 @@
-"""One run, one registry (README "How it is built"): a Run derives each thing once and builds only what is read (the
+"""One run, one registry (docs/architecture.md): a Run derives each thing once and builds only what is read (the
 device-only timeline stage gives `top` and the diff the same figures as the full build); the writer registry
 classifies an output once and picks its writer."""
 from __future__ import annotations
