@@ -30,7 +30,6 @@ from .output import Progress, check_folder, clean_stale
 from .perfetto import FLAVORS, FORMATS
 from .perfetto.split import read_index, windows_folder
 from .pickles import brief
-from .records import Profile, RewriteLog
 from .run import AnswerOptions, LoadOptions, Run, TraceOptions, ViewOptions
 from .site import warm_plots
 from .site.serve import FETCH_TIMEOUT, PORT, contained, run_trace_processor, serve
@@ -430,12 +429,6 @@ def _warning_line(message: Warning | str, category: type, *_: object, **__: obje
     return lines(f"vizexport: warning: {shown(str(message), MESSAGE_CHARS)}") + "\n"
 
 
-def load_inputs(paths: Sequence[Path], version: str | None) -> tuple[Profile, RewriteLog | None]:
-    """A profile and at most one rewrites trace, told apart by content (what `history` reads a run from)."""
-    run = Run(tuple(paths), load=LoadOptions(version))
-    return run.need_profile(), run.rewrites
-
-
 def inputs_of(args: argparse.Namespace) -> list[Path]:
     return {"convert": lambda: args.inputs + [p for p in (args.baseline, args.baseline_rewrites) if p],
             "info": lambda: args.files, "open": lambda: [args.trace], "demo": sample_files,
@@ -470,7 +463,7 @@ BUG = "an error vizexport did not anticipate: a bug, please report it; --debug s
 
 COMMAND = {"convert": cmd_convert, "info": cmd_info, "top": cmd_top, "show": cmd_show, "report": cmd_report,
            "diff": cmd_diff, "demo": cmd_demo, "open": cmd_open,
-           "history": lambda a: history.run(a, load_inputs)}
+           "history": history.run}
 EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_PIPE = 130, 143, 141
 
 

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 from .analysis import KernelTable, kernel_table
 from .analysis.diff import Diff, diff_runs
@@ -138,29 +139,27 @@ class Run:
                           for p, x in zip([p for p in self.inputs if p is not None], self.loaded, strict=True))
         return InputError(f"need one profile.pkl and at most one rewrites.pkl, got: {kinds}")
 
-    @cached_property
-    def _named_profile(self) -> Profile | None:
-        path = self.inputs[0]
+    def _named(self, i: int, kind: type, wrong: str) -> Any:
+        """Input i, which must be of `kind` (else InputError: `wrong`); None where it was not named."""
+        path = self.inputs[i] if len(self.inputs) > i else None
         if path is None:
             return None
         with gc_paused():
-            prof = load_any(path, self.load.version)
-        if not isinstance(prof, Profile):
-            raise InputError(f"{path}: a rewrites trace, not a profile (name the profile.pkl)")
-        if not prof.n_events:
-            raise InputError(f"{path}: the profile holds no events (nothing to show)")
+            x = load_any(path, self.load.version)
+        if not isinstance(x, kind):
+            raise InputError(f"{path}: {wrong}")
+        return x
+
+    @cached_property
+    def _named_profile(self) -> Profile | None:
+        prof = self._named(0, Profile, "a rewrites trace, not a profile (name the profile.pkl)")
+        if prof is not None and not prof.n_events:
+            raise InputError(f"{self.inputs[0]}: the profile holds no events (nothing to show)")
         return prof
 
     @cached_property
     def _named_rewrites(self) -> RewriteLog | None:
-        path = self.inputs[1] if len(self.inputs) > 1 else None
-        if path is None:
-            return None
-        with gc_paused():
-            log = load_any(path, self.load.version)
-        if not isinstance(log, RewriteLog):
-            raise InputError(f"{path}: a profile, not a rewrites trace (name the rewrites.pkl)")
-        return log
+        return self._named(1, RewriteLog, "a profile, not a rewrites trace (name the rewrites.pkl)")
 
     def read(self) -> Run:
         """Read every input now, in the order the command names them, so that a bad one ends the command before any

@@ -5,17 +5,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 
-from .. import api
-from ..analysis.programs import program_index
 from ..analysis.stats import ALPHA, MIN_EFFECT
 from ..errors import InputError
 from ..output import write_atomic
-from ..records import Profile, RewriteLog, to_json
+from ..records import to_json
 from ..report import standalone
 from ..report.render import as_markdown, as_text
+from ..run import TOP_STAGES, LoadOptions, Run
 from ..writers import classify
 from . import sections
 from .check import Check, check_run
@@ -24,7 +23,6 @@ from .site import LAST, write_site
 from .store import is_url, normal_time, open_store
 
 EXIT_SLOWER = 3  # as `diff --fail-if-slower`: a kernel got significantly slower by more than allowed
-Loader = Callable[[Sequence[Path], str | None], tuple[Profile | None, RewriteLog | None]]
 USAGE = """vizexport history add STORE PROFILE.pkl [REWRITES.pkl] --commit SHA --branch NAME [--time T] [--label K=V]
        vizexport history check STORE PROFILE.pkl [REWRITES.pkl] --branch NAME [--last N] [--fail-if-slower PCT]
                                [-o CHECK.md|.json|.html]
@@ -91,18 +89,17 @@ def inputs(args: argparse.Namespace) -> list[Path]:
     return store + list(getattr(args, "inputs", []))
 
 
-def run(args: argparse.Namespace, load: Loader) -> int:
+def run(args: argparse.Namespace) -> int:
     if getattr(args, "last", None) is not None and args.last < 1:
         raise InputError(f"--last {args.last}: must be at least 1")
-    return {"add": _add, "check": _check, "site": _site, "list": _list}[args.history_command](args, load)
+    return {"add": _add, "check": _check, "site": _site, "list": _list}[args.history_command](args)
 
 
-def _record(args: argparse.Namespace, load: Loader, meta: RunMeta) -> RunRecord:
-    prof, log = load(args.inputs, args.tinygrad_version)
-    assert prof is not None  # the loader insists on a profile
+def _record(args: argparse.Namespace, meta: RunMeta) -> RunRecord:
+    run = Run(tuple(args.inputs), load=LoadOptions(args.tinygrad_version))
+    prof = run.need_profile()
     meta.file, meta.release = Path(prof.path).name, prof.release.name
-    tl = api.build_timeline(prof, log, launches=[])  # SQTT waves add nothing to launch times: not decoded
-    return run_record(tl, program_index(log), meta)
+    return run_record(run.stage(TOP_STAGES), run.programs, meta)  # launch times: the device tracks alone
 
 
 def _labels(pairs: list[str]) -> dict[str, str]:
@@ -115,9 +112,9 @@ def _labels(pairs: list[str]) -> dict[str, str]:
     return out
 
 
-def _add(args: argparse.Namespace, load: Loader) -> int:
+def _add(args: argparse.Namespace) -> int:
     meta = RunMeta(args.commit, args.branch, normal_time(args.time), _labels(args.label), "", "", 0, 0, 0)
-    record = _record(args, load, meta)
+    record = _record(args, meta)
     with open_store(args.store, create=True) as store:
         run_id = store.add(record)
     print(f"added run {run_id} to {store.where}: {meta.commit[:10]} on {meta.branch}, {len(record.kernels)} kernels, "
@@ -125,10 +122,10 @@ def _add(args: argparse.Namespace, load: Loader) -> int:
     return 0
 
 
-def _check(args: argparse.Namespace, load: Loader) -> int:
+def _check(args: argparse.Namespace) -> int:
     if args.output is not None:
         _check_output(args.output)
-    record = _record(args, load, RunMeta("", "", normal_time(args.time), {}, "", "", 0, 0, 0))
+    record = _record(args, RunMeta("", "", normal_time(args.time), {}, "", "", 0, 0, 0))
     with open_store(args.store) as store:
         earlier = store.load(store.runs(args.branch, args.last))
     record.meta.branch, record.meta.commit = args.branch, args.commit
@@ -160,14 +157,14 @@ def write_check(c: Check, path: Path) -> None:
     write_atomic(path, data.encode())
 
 
-def _site(args: argparse.Namespace, load: Loader) -> int:
+def _site(args: argparse.Namespace) -> int:
     with open_store(args.store) as store:
         index = write_site(store, args.output, args.branch, args.last)
     print(f"wrote {index}")
     return 0
 
 
-def _list(args: argparse.Namespace, load: Loader) -> int:
+def _list(args: argparse.Namespace) -> int:
     with open_store(args.store) as store:
         runs = store.runs(args.branch)
     if args.json:
