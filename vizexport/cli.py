@@ -18,13 +18,13 @@ from typing import Any, NoReturn
 from tqdm import tqdm
 
 from ._version import __version__
-from .analysis.stats import ALPHA, MIN_EFFECT
 from .errors import InputError
 from .forks import discard_prepared, prepare, stop_all
 from .gcpause import gc_paused
 from .graphs import DotMissing, StepOptions
 from .graphs.export import POLICIES
 from .history import command as history  # `vizexport history` (#35): its parser and commands live there
+from .history.command import EXIT_SLOWER
 from .limits import GIB, limit_memory, limit_output, memory_budget
 from .output import Progress, check_folder, clean_stale
 from .perfetto import FLAVORS, FORMATS
@@ -40,7 +40,6 @@ from .writers import FILE, FOLDER, TEXT, Target, Writer, candidates, classify, w
 
 COMMANDS = ("convert", "info", "top", "show", "report", "diff", "demo", "open", "history")
 EXIT_USAGE = 2  # argparse's code for a usage error
-EXIT_SLOWER = 3  # `diff --fail-if-slower`: a kernel got significantly slower by more than allowed
 USAGE = """vizexport PROFILE.pkl [REWRITES.pkl] -o OUT.pftrace|OUT.pftrace.gz|OUT.json|OUT.json.gz [--flavor kineto]
        vizexport [PROFILE.pkl] [REWRITES.pkl] -o OUTDIR/ [--baseline BASE.pkl]  (static site; rewrites alone: SVGs)
        vizexport info FILE... [--json]
@@ -230,11 +229,7 @@ def _answers(sub: argparse._SubParsersAction) -> None:
     dif.add_argument("--pr-rewrites", type=Path, metavar="REWRITES.pkl", help="the other run's rewrites trace")
     dif.add_argument("-o", "--output", type=Path, metavar="OUT", help="DIFF.html (one file, SVG plots), .json or .md "
                      "(a pull-request comment); default: text on stdout")
-    dif.add_argument("--fail-if-slower", type=float, metavar="PCT", help=f"exit with code {EXIT_SLOWER} when a kernel "
-                     "is significantly slower and its median launch time grew by more than PCT percent")
-    dif.add_argument("--alpha", type=float, default=ALPHA, help=f"significance level of the test (default {ALPHA})")
-    dif.add_argument("--min-effect", type=float, default=MIN_EFFECT * 100, metavar="PCT", help="a smaller change of "
-                     f"the median is never significant (default {MIN_EFFECT * 100:g})")
+    history.verdict_options(dif)
     _common(dif)
 
 

@@ -22,13 +22,22 @@ from .records import RunMeta, RunRecord, run_record
 from .site import LAST, write_site
 from .store import is_url, normal_time, open_store
 
-EXIT_SLOWER = 3  # as `diff --fail-if-slower`: a kernel got significantly slower by more than allowed
+EXIT_SLOWER = 3  # `--fail-if-slower` (diff, history check): a kernel got significantly slower by more than allowed
 USAGE = """vizexport history add STORE PROFILE.pkl [REWRITES.pkl] --commit SHA --branch NAME [--time T] [--label K=V]
        vizexport history check STORE PROFILE.pkl [REWRITES.pkl] --branch NAME [--last N] [--fail-if-slower PCT]
                                [-o CHECK.md|.json|.html]
        vizexport history site STORE -o OUTDIR [--branch NAME] [--last N]
        vizexport history list STORE [--branch NAME] [--json]
   STORE: a SQLite file, or a postgresql:// URL (pip install 'vizexport[postgres]')"""
+
+
+def verdict_options(p: argparse.ArgumentParser) -> None:
+    """The options of a verdict a CI acts on: `diff`'s and `history check`'s."""
+    p.add_argument("--fail-if-slower", type=float, metavar="PCT", help=f"exit with code {EXIT_SLOWER} when a kernel "
+                   "is significantly slower by more than PCT percent")
+    p.add_argument("--alpha", type=float, default=ALPHA, help=f"significance level (default {ALPHA})")
+    p.add_argument("--min-effect", type=float, default=MIN_EFFECT * 100, metavar="PCT", help="a smaller change is "
+                   f"never significant, and unchanged means within ±PCT (default {MIN_EFFECT * 100:g})")
 
 
 def add_parser(sub: argparse._SubParsersAction, common: Callable[[argparse.ArgumentParser], None]) -> None:
@@ -53,11 +62,7 @@ def add_parser(sub: argparse._SubParsersAction, common: Callable[[argparse.Argum
     chk.add_argument("--last", type=int, default=LAST, metavar="N", help=f"the newest N runs (default {LAST})")
     chk.add_argument("-o", "--output", type=Path, metavar="OUT", help="CHECK.md (a pull-request comment), .json or "
                      ".html; default: text on stdout")
-    chk.add_argument("--fail-if-slower", type=float, metavar="PCT", help=f"exit with code {EXIT_SLOWER} when a kernel "
-                     "is significantly slower by more than PCT percent")
-    chk.add_argument("--alpha", type=float, default=ALPHA, help=f"significance level (default {ALPHA})")
-    chk.add_argument("--min-effect", type=float, default=MIN_EFFECT * 100, metavar="PCT", help="a smaller change is "
-                     f"never significant, and unchanged means within ±PCT (default {MIN_EFFECT * 100:g})")
+    verdict_options(chk)
     site = hs.add_parser("site", help="a static page: per kernel and device its trend over the commits, change points "
                          "marked, the latest run's verdicts, every run")
     site.add_argument("store", metavar="STORE")
