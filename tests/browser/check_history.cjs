@@ -2,30 +2,18 @@
 // reports what a person would see: console errors, failed requests, broken links, each trend plot as laid out (its
 // size, dots, change points), the verdict sections, a sortable table sorted by a click; screenshots of the index.
 // Usage: node check_history.cjs SITE_DIR SHOTS_DIR   → prints one JSON object
-const { chromium } = require("playwright-core");
+const { htmlPages, launch, watchedPage } = require("./pages.cjs");
 const fs = require("node:fs");
 const path = require("node:path");
 const { pathToFileURL, fileURLToPath } = require("node:url");
 
 (async () => {
 const [site, shots] = process.argv.slice(2);
-const pages = [];
-const walk = (d) => fs.readdirSync(d, { withFileTypes: true }).forEach((e) => {
-  const p = path.join(d, e.name);
-  if (e.isDirectory()) walk(p); else if (p.endsWith(".html")) pages.push(p);
-});
-walk(site);
-pages.sort();
-const browser = await chromium.launch({ executablePath: "/usr/bin/chromium", headless: true,
-  args: ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"] });
-const context = await browser.newContext({ viewport: { width: 1300, height: 1000 } });
+const pages = htmlPages(site);
+const { browser, context } = await launch(1300);
 const out = { pages: {}, brokenLinks: [], trends: [], sections: [], sorted: null };
 for (const file of pages) {
-  const page = await context.newPage();
-  const errors = [];
-  page.on("console", (m) => { if (m.type() === "error") errors.push(m.text()); });
-  page.on("pageerror", (e) => errors.push(String(e)));
-  page.on("requestfailed", (r) => errors.push(`failed ${r.url()}`));
+  const { page, errors } = await watchedPage(context);
   const url = pathToFileURL(file).href;
   await page.goto(url, { waitUntil: "load" });
   const links = await page.$$eval("a[href]", (els) => els.map((e) => e.getAttribute("href")));

@@ -3,7 +3,7 @@
 // table, the report and diff pages (their SVG plots as laid out, a table sorted by a click), and the "Open in Perfetto" hand-off (ui.perfetto.dev is mocked by request routing: no network needed).
 // Usage: node check_site.cjs SITE_DIR SHOTS_DIR [HTTP_BASE_URL]   → prints one JSON object
 // (CommonJS so that NODE_PATH finds playwright-core where perfetto-check installed it)
-const { chromium } = require("playwright-core");
+const { htmlPages, launch, watchedPage } = require("./pages.cjs");
 const fs = require("node:fs");
 const path = require("node:path");
 const { pathToFileURL, fileURLToPath } = require("node:url");
@@ -11,26 +11,12 @@ const { pathToFileURL, fileURLToPath } = require("node:url");
 (async () => {
 
 const [site, shots, httpBase] = process.argv.slice(2);
-const pages = [];
-const walk = (d) => fs.readdirSync(d, { withFileTypes: true }).forEach((e) => {
-  const p = path.join(d, e.name);
-  if (e.isDirectory()) walk(p); else if (p.endsWith(".html")) pages.push(p);
-});
-walk(site);
-pages.sort();
-
-const browser = await chromium.launch({ executablePath: "/usr/bin/chromium", headless: true,
-  args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync"] });
-const context = await browser.newContext({ viewport: { width: 1400, height: 1000 } });
+const pages = htmlPages(site);
+const { browser, context } = await launch(1400, ["--disable-quic", "--disable-component-update", "--disable-sync"]);
 const out = { pages: {}, brokenLinks: [], stepper: null, topKernels: [], perfetto: null, answers: {} };
 
 for (const file of pages) {
-  const page = await context.newPage();
-  const errors = [];
-  page.on("console", (m) => { if (m.type() === "error") errors.push(m.text()); });
-  page.on("pageerror", (e) => errors.push(String(e)));
-  page.on("requestfailed", (r) => errors.push(`failed ${r.url()}`));
+  const { page, errors } = await watchedPage(context);
   const url = pathToFileURL(file).href;
   await page.goto(url, { waitUntil: "load" });
   await page.waitForLoadState("networkidle");
