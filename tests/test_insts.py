@@ -19,13 +19,10 @@ import pytest
 
 from vizexport import load_profile
 from vizexport.sqtt import load_launches
-from vizexport.sqtt.code import objdump_candidates
 from vizexport.sqtt.insts import inst_type, launch_tables
 from vizexport.sqtt.listings import program_listings
 
-from .conftest import FIXTURES, run_cli
-
-needs_objdump = pytest.mark.skipif(not objdump_candidates(), reason="needs llvm-objdump (our instruction text)")
+from .conftest import FIXTURES, SQTT_TARGETS, needs_objdump, run_cli
 
 REFERENCE = Path(__file__).parent / "data" / "sqtt_insts"
 # rows (instructions) per fixture: all of every reference wave's rows equal ours
@@ -54,8 +51,9 @@ def _same_wave(md: dict, tables: list) -> list:
             (md["SE"], md["CU"], md["SIMD"], md["Wave ID"], md["Total Cycles"])]
 
 
-@needs_objdump
-@pytest.mark.parametrize("ref", sorted(REFERENCE.glob("gfx1*.json.gz")), ids=lambda p: p.name.split(".")[0])
+@pytest.mark.parametrize("ref", [pytest.param(p, id=p.name.split(".")[0],
+                                              marks=needs_objdump(SQTT_TARGETS[p.name.split("_")[0]]))
+                                 for p in sorted(REFERENCE.glob("gfx1*.json.gz"))])
 def test_tables_are_tinygrads(ref: Path):
     """Each reference wave has exactly one table of ours whose rows equal it: PC, mnemonic, Hits, Cycles, Stall, Type
     and every hit's N, Clk (the same clock: absolute values agree), Idle, Dur, Stall."""
@@ -75,7 +73,7 @@ def test_tables_are_tinygrads(ref: Path):
     assert agree == ROWS[ref.name.split(".")[0]]
 
 
-@needs_objdump
+@needs_objdump("gfx950")
 def test_cdna_rows_are_tinygrads():
     """gfx950 (CDNA): our PC walk gives every row of tinygrad's tables (4 waves x 320 rows: PC, mnemonic, Hits, Type;
     the 262 s_nop rows after s_endpgm never ran). rocprof's cycles there are its own model, not the packets' times:
@@ -111,7 +109,7 @@ ROW = re.compile(r'<tr><td data-v="(\d+)">0x[0-9a-f]+</td><td><code>(.*?)</code>
                  r'<td>(\w*)</td><td class="runs">(.*?)</td></tr>')
 
 
-@needs_objdump
+@needs_objdump("gfx1100")
 def test_kernel_page_shows_the_tables(tmp_path: Path):
     """gfx1100's gemm kernel page: a collapsed table per traced wave (10: 5 slots x 2 launches), each row the
     record's PC, text, hits, cycles, stall, type and runs (Clk from the wave's start); s_code_end padding left out."""

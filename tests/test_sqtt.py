@@ -345,6 +345,7 @@ def test_without_disassembler(monkeypatch: pytest.MonkeyPatch):
         pytest.skip("sqtt fixtures not present")
     monkeypatch.setattr(codemod, "_OBJDUMPS", [])
     monkeypatch.setattr(codemod, "_CACHE", {})
+    monkeypatch.setattr(codemod, "_FOUND", {})
     (la,) = load_launches(profile("gfx1100/profile_plus_run_0"))
     assert la.insts is None and disassemble(la.code, "gfx1100") is None
     issues = [i for b in la.blobs for w in b.waves for i in w.issues]

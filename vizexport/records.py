@@ -162,7 +162,7 @@ class WaveInsts:
 @dataclass(slots=True)
 class Listing:
     """A program's machine code as text (AMD GPU disassembly), one line per instruction, for writers to show, and the
-    per-instruction tables of the waves SQTT traced through it."""
+    per-instruction tables of the waves SQTT traced through it; without lines, `missing` says why there are none."""
 
     device: str
     name: str
@@ -170,6 +170,7 @@ class Listing:
     lines: list[str]
     cfg: ControlFlow | None = None
     waves: list[WaveInsts] = field(default_factory=list)
+    missing: str = ""  # why the program could not be disassembled here ("" when it was)
 
 
 @dataclass(slots=True)

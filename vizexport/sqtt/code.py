@@ -6,8 +6,9 @@ from the NT_AMDGPU_METADATA note (MessagePack, decoded here: no extra dependency
 64-byte kernel descriptor.
 
 Instruction names need an AMDGPU disassembler: LLVM's `llvm-objdump` (Debian: `apt-get install llvm-19` or newer;
-gfx950 needs LLVM 20+, Debian's llvm-22). `disassemble()` tries the newest `llvm-objdump-N` on PATH that knows the
-target and returns None when none does; callers then name instructions by SQTT category only.
+gfx950 needs LLVM 20+, Debian's llvm-22). `disassembler()` finds the newest `llvm-objdump-N` on PATH that knows the
+target, by disassembling one known instruction with it, or says why none does; `disassemble()` returns None then, and
+callers name instructions by SQTT category only.
 """
 from __future__ import annotations
 
@@ -231,9 +232,26 @@ class Instruction:
 
 
 _LINE = re.compile(r"^\s+(\S.*?)\s*//\s*([0-9A-Fa-f]+):((?:\s+[0-9A-Fa-f]{8})+)\s*(?:<[^>]*>)?\s*$")
+_LLVM_VERSION = re.compile(r"LLVM version (\d+)")
+# The probe: s_endpgm, which a disassembler that knows the target prints by name (LLVM 14 aborts on gfx11+, and an
+# LLVM that knows the family but not the processor prints a `.long`). SOPP opcode 1 before gfx11, 48 from it.
+_PROBE_WORD = {"gfx11": 0xBFB00000, "gfx12": 0xBFB00000}
+_PROBE_WORD_OLDER = 0xBF810000
+_PROBE_TIMEOUT_S = 20
+_DISASSEMBLY_TIMEOUT_S = 60
+_INSTALL_HINT = "LLVM (Debian: apt-get install llvm-22) or set VIZEXPORT_OBJDUMP"
 _OBJDUMPS: list[str] | None = None
 _CACHE: dict[tuple[bytes, str], dict[int, Instruction] | None] = {}
-_WORKS: dict[tuple[str, str], bool] = {}
+_FOUND: dict[str, Disassembler] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class Disassembler:
+    """The llvm-objdump that disassembles `target` here (`tool`), or why none does (`missing`, a sentence part)."""
+
+    target: str
+    tool: str | None
+    missing: str = ""
 
 
 def objdump_candidates() -> list[str]:
@@ -247,6 +265,44 @@ def objdump_candidates() -> list[str]:
             versioned = [f"llvm-objdump-{v}" for v in range(40, 12, -1) if shutil.which(f"llvm-objdump-{v}")]
             _OBJDUMPS = versioned + (["llvm-objdump"] if shutil.which("llvm-objdump") else [])
     return _OBJDUMPS
+
+
+def disassembler(target: str) -> Disassembler:
+    """The first candidate that disassembles a known `target` instruction; probed once per process and target."""
+    if target not in _FOUND:
+        _FOUND[target] = _probe_all(target)
+    return _FOUND[target]
+
+
+def _probe_all(target: str) -> Disassembler:
+    tools = objdump_candidates()
+    if not tools:
+        forced = os.environ.get("VIZEXPORT_OBJDUMP")
+        where = f"VIZEXPORT_OBJDUMP names {forced!r}, not found" if forced else "no llvm-objdump on PATH"
+        return Disassembler(target, None, f"{where}; install {_INSTALL_HINT}")
+    word = _PROBE_WORD.get(target[:5], _PROBE_WORD_OLDER)
+    with tempfile.TemporaryDirectory(prefix="vizexport-") as d:
+        path = os.path.join(d, "probe.elf")
+        with open(path, "wb") as f:
+            f.write(_minimal_elf(struct.pack("<I", word), 0))
+        for tool in tools:
+            out = _run(tool, target, path, _PROBE_TIMEOUT_S)
+            if out is not None and any(i.mnemonic == "s_endpgm" for i in parse_objdump(out).values()):
+                return Disassembler(target, tool)
+    versions = list(dict.fromkeys(_version(t) for t in tools))  # llvm-objdump and llvm-objdump-14: one LLVM
+    verb = "does" if len(versions) == 1 else "do"
+    known = f"{', '.join(versions)} {verb} not know {target}"
+    return Disassembler(target, None, f"{known}; install a newer {_INSTALL_HINT}")
+
+
+def _version(tool: str) -> str:
+    """`llvm-objdump 14` from the tool's --version, else its name."""
+    try:
+        r = subprocess.run([tool, "--version"], capture_output=True, text=True, timeout=_PROBE_TIMEOUT_S)
+    except (OSError, subprocess.SubprocessError):
+        return tool
+    m = _LLVM_VERSION.search(r.stdout)
+    return f"llvm-objdump {m.group(1)}" if m else tool
 
 
 def _minimal_elf(text: bytes, addr: int) -> bytes:
@@ -265,7 +321,7 @@ def _minimal_elf(text: bytes, addr: int) -> bytes:
 
 
 def disassemble(co: CodeObject, target: str) -> dict[int, Instruction] | None:
-    """.text instructions by address, or None when no llvm-objdump on PATH knows `target`."""
+    """.text instructions by address, or None when no llvm-objdump on PATH knows `target` (`disassembler` says why)."""
     if not co.text or not target:
         return None
     key = (hashlib.sha1(co.text + co.text_addr.to_bytes(8, "little")).digest(), target)
@@ -275,24 +331,21 @@ def disassemble(co: CodeObject, target: str) -> dict[int, Instruction] | None:
 
 
 def _disassemble(co: CodeObject, target: str) -> dict[int, Instruction] | None:
+    tool = disassembler(target).tool
+    if tool is None:
+        return None
     with tempfile.TemporaryDirectory(prefix="vizexport-") as d:
         path = os.path.join(d, "text.elf")
         with open(path, "wb") as f:
             f.write(_minimal_elf(co.text, co.text_addr))
-        for tool in objdump_candidates():
-            if _WORKS.get((tool, target)) is False:
-                continue
-            out = _run(tool, target, path)
-            _WORKS[(tool, target)] = out is not None
-            if out is not None:
-                return parse_objdump(out)
-    return None
+        out = _run(tool, target, path, _DISASSEMBLY_TIMEOUT_S)
+    return parse_objdump(out) if out is not None else None
 
 
-def _run(tool: str, target: str, path: str) -> str | None:
+def _run(tool: str, target: str, path: str, timeout: float) -> str | None:
     cmd = [tool, "-d", "--triple=amdgcn-amd-amdhsa", f"--mcpu={target}", path]  # raw words give the sizes
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except (OSError, subprocess.SubprocessError):
         return None
     if r.returncode != 0 or "not a recognized processor" in r.stderr:
