@@ -1,6 +1,7 @@
 """`--flavor kineto`: Chrome JSON as the PyTorch profiler writes it, read by the real Holistic Trace Analysis (the
-`holistictraceanalysis` test dependency): its kernel breakdown's per-kernel totals and counts equal `vizexport top`'s
-on the sample, the fixtures and corpus sets; and the dialect's layout as HTA's parser needs it."""
+`holistictraceanalysis` package, which .ci/run installs; without it that check skips): its kernel breakdown's
+per-kernel totals and counts equal `vizexport top`'s on the sample, the fixtures and corpus sets; and the dialect's
+layout as HTA's parser needs it."""
 from __future__ import annotations
 
 import gzip
@@ -60,7 +61,8 @@ def top_by_kineto_name(table) -> dict:
 
 @pytest.mark.parametrize(("profile", "rewrites"), inputs())
 def test_hta_kernel_breakdown_equals_top(profile: Path, rewrites: Path | None, tmp_path: Path, monkeypatch):
-    hta = pytest.importorskip("hta.trace_analysis", reason="holistictraceanalysis is a test dependency")
+    hta = pytest.importorskip("hta.trace_analysis", reason="holistictraceanalysis is not installed (.ci/run installs "
+                              "it; it is not in the [test] extra: it pulls in jupyterlab)")
     if not profile.exists():
         pytest.skip(f"{profile} not present")
     prof, log = load(profile, rewrites, tmp_path)
