@@ -1,4 +1,4 @@
-"""The public API (docs/usage.md "As a library") used as a user would, on the bundled sample: every function the package
+"""The public API (docs/library.md) used as a user would, on the bundled sample: every function the package
 exports, and the one definition of a device's memory peak."""
 from __future__ import annotations
 
