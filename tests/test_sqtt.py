@@ -39,7 +39,7 @@ from vizexport.sqtt.pmc import decode_pmc, launch_counters, span_args
 from vizexport.timeline import Role, Timeline
 from vizexport.tinygrad.timeline import build_timeline
 
-from .conftest import FIXTURES, ROOT, tpq
+from .conftest import FIXTURES, ROOT, objdump_missing, tpq
 
 SQTT = FIXTURES / "sqtt"
 EXPECTED = json.loads((ROOT / "tests" / "data" / "sqtt_expected.json").read_text())
@@ -109,7 +109,7 @@ def test_pc_walk(key: str):
     """§10: with a disassembler, every issue of a traced wave lands on an instruction of its kind (§9.6)."""
     las = launches(key)
     if not any(la.insts for la in las):
-        pytest.skip(f"no llvm-objdump that knows {las[0].target}")
+        pytest.skip(objdump_missing(las[0].target) or f"{las[0].target}: llvm-objdump printed no instructions")
     imm = {"s_waitcnt", "s_clause", "s_nop", "s_wait_dscnt", "s_wait_loadcnt", "s_wait_kmcnt", "s_wait_storecnt"}
     for w in (w for la in las for b in la.blobs for w in b.waves if w.traced):
         for i in w.issues:
