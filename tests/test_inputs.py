@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from vizexport import progress
 from vizexport.latest import age_text, latest_inputs
 from vizexport.tinygrad import locations
 
@@ -292,3 +293,55 @@ def test_usage_error_on_a_terminal_is_one_clean_line(tmp_path: Path):
     _, seen, code = on_terminal("top", "-n")
     assert code == 2 and seen.decode().endswith(
         "\r\x1b[Kvizexport top: argument -n: expected one argument (see vizexport top --help)\r\n")
+
+
+def test_bars_one_per_phase(monkeypatch: pytest.MonkeyPatch):
+    """The SVG export reports its drawing (rough work: a percentage), then its contexts: a bar each, the second made
+    at the first report after the first is complete; a repeated last report stays in its phase."""
+    made = []
+
+    class Bar:
+        def __init__(self, label: str, unit: str, total: int) -> None:
+            self.label, self.unit, self.total, self.n, self.closed = label, unit, total, 0, False
+            made.append(self)
+
+        def update(self, k: int) -> None:
+            self.n += k
+
+        def close(self) -> None:
+            self.closed = True
+
+    monkeypatch.setattr(progress, "_bar", Bar)
+    bars = progress.Bars([("drawing step SVGs", progress.PERCENT), ("writing rewrite contexts", " contexts")])
+    for done in (50, 120, 120):
+        bars(done, 120)
+    for done in (1, 2, 3):
+        bars(done, 3)
+    bars.close()
+    assert [(b.label, b.unit, b.n, b.total, b.closed) for b in made] == [
+        ("drawing step SVGs", "%", 120, 120, True), ("writing rewrite contexts", " contexts", 3, 3, True)]
+
+
+# ---- options that do not apply ----
+
+@pytest.mark.parametrize(("args", "line"), [
+    (("--ctx", "E_"), "--ctx shapes the SVG export of a rewrites trace alone (-o OUTDIR/), not a site (-o OUTDIR/ "
+                      "with a profile)"),
+    (("--steps", "all"), "--steps shapes the SVG export of a rewrites trace alone (-o OUTDIR/), not a site (-o "
+                         "OUTDIR/ with a profile)"),
+])
+def test_svg_options_on_a_site_are_usage_errors(tmp_path: Path, args: tuple[str, ...], line: str):
+    """Were silently ignored. Refused once the inputs tell a site from the SVG export; nothing is written."""
+    r = run_cli(SAMPLE / "profile.pkl", SAMPLE / "rewrites.pkl", "-o", tmp_path / "site", *args)
+    assert r.returncode == 2 and r.stdout == "" and r.stderr == f"vizexport convert: {line} (see vizexport convert " \
+        "--help)\n"
+    assert not (tmp_path / "site").exists()
+
+
+def test_options_on_a_trace_are_refused_before_reading(tmp_path: Path):
+    """A trace output refuses every folder option at once, before its input is read (here: there is none)."""
+    for option, value in (("--ctx", "x"), ("--rewrite", "x"), ("--all-steps", None), ("--jobs", "2"),
+                          ("--baseline", "b.pkl"), ("--peak-gflops", "9")):
+        r = run_cli(tmp_path / "missing.pkl", "-o", tmp_path / "t.pftrace", option, *([value] if value else []))
+        assert r.returncode == 2 and r.stderr.startswith(f"vizexport convert: {option} shapes "), r.stderr
+        assert r.stderr.endswith(f", not {tmp_path}/t.pftrace, a trace (see vizexport convert --help)\n")
