@@ -131,7 +131,8 @@ def parser() -> argparse.ArgumentParser:
     site.add_argument("--baseline-rewrites", type=Path, metavar="REWRITES.pkl", help="the base run's rewrites trace")
     _peaks(site)
     _common(conv)
-    info = sub.add_parser("info", help="what a profile.pkl / rewrites.pkl holds: release, events, span, memory peaks")
+    info = sub.add_parser("info", help="what a profile.pkl / rewrites.pkl holds: release, events, span, memory peaks, "
+                          "markers")
     info.add_argument("files", nargs="*", type=Path, metavar="FILE", help=f"profile or rewrites pickles; {LATEST}")
     info.add_argument("--json", action="store_true", help="print a JSON list instead of text")
     _common(info)
@@ -150,7 +151,8 @@ def _open_parser(sub: argparse._SubParsersAction) -> None:
     op = sub.add_parser("open", help="open a trace in ui.perfetto.dev (served once, to the UI only, from "
                         "127.0.0.1:9001); a trace written as windows opens its overview, or a window")
     op.add_argument("trace", nargs="?", type=Path, metavar="TRACE", help="a trace vizexport wrote, or a profile.pkl "
-                    f"(converted to a temporary trace, removed after); {LATEST.replace('pickles', 'profile')}")
+                    "(converted to a temporary trace, removed after); none: tinygrad's latest profile, where it "
+                    "writes it")
     at = op.add_mutually_exclusive_group()
     at.add_argument("--at", metavar="TIME", help="open the window holding this time from the run's start "
                     "(12.5s, 800ms, 3m)")
@@ -207,8 +209,8 @@ def _show_parser(sub: Any) -> None:
     sh = sub.add_parser("show", help="a rewrite context, or one rewrite match by match, as text",
                         description="A context's rewrites (depth, where they ran, matches) or, with -i, one rewrite "
                         "replayed: its input graph, each match's pattern location and diff, the graph it leaves.")
-    sh.add_argument("rewrites", nargs="?", type=Path, metavar="REWRITES", help="a rewrites.pkl; "
-                    f"{LATEST.replace('pickles', 'rewrites.pkl')}")
+    sh.add_argument("rewrites", nargs="?", type=Path, metavar="REWRITES", help="a rewrites.pkl; none: tinygrad's "
+                    "latest, where it writes it")
     sh.add_argument("-s", "--ctx", metavar="CONTEXT", help="the context: its index (as `vizexport show REWRITES` "
                     "lists them and the site numbers them) or a regular expression one name matches; without it, "
                     "the list of contexts")
