@@ -345,3 +345,33 @@ def test_options_on_a_trace_are_refused_before_reading(tmp_path: Path):
         r = run_cli(tmp_path / "missing.pkl", "-o", tmp_path / "t.pftrace", option, *([value] if value else []))
         assert r.returncode == 2 and r.stderr.startswith(f"vizexport convert: {option} shapes "), r.stderr
         assert r.stderr.endswith(f", not {tmp_path}/t.pftrace, a trace (see vizexport convert --help)\n")
+
+
+def test_status_draws_while_the_unpickler_holds_stderr(monkeypatch: pytest.MonkeyPatch):
+    """pickles.load swaps sys.stderr for a buffer while it loads: the status line still reaches the terminal (it
+    stayed at `· 0 s` for the first 6 s of a 71 MiB profile)."""
+    import io
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 30, 0, 0))
+    term = os.fdopen(follower, "w")
+    monkeypatch.setattr(sys, "stderr", term)
+    s = progress.Status()
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    s.say("reading p.pkl (71.3 MiB)")
+    s.since -= 7
+    s._draw()
+    s.stop()
+    term.close()
+    seen = b""
+    while select.select([leader], [], [], 1)[0]:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(leader)
+    lines = seen.decode().split("\r")
+    assert lines[1] == "reading p.pkl (71.3 MiB) · 0 \x1b[K"  # cut to the terminal's 30 columns, less one
+    assert "reading p.pkl (71.3 MiB) · 7 \x1b[K" in lines and lines[-1] == "\x1b[K"  # erased at the end

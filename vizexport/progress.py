@@ -32,30 +32,32 @@ Phase = tuple[str, str]  # a bar's label and unit (" events", " contexts", PERCE
 def on_terminal() -> bool:
     try:
         return sys.stderr.isatty()
-    except ValueError:  # closed
+    except (OSError, ValueError):  # closed, or not a file
         return False
 
 
-def _columns() -> int:
+def _columns(fd: int) -> int:
     try:
-        return os.get_terminal_size(sys.stderr.fileno()).columns or WIDTH
-    except (OSError, ValueError):
+        return os.get_terminal_size(fd).columns or WIDTH
+    except OSError:
         return WIDTH
 
 
 class Status:
     """One line on a terminal's stderr, `what · 3 s`, refreshed every TICK s by a thread until `stop`; written with
-    os.write (no lock a forked worker could inherit held). Nothing off a terminal."""
+    os.write (no lock a forked worker could inherit held) to the descriptor stderr had when it began (the unpickler
+    swaps sys.stderr for a buffer while it loads). Nothing off a terminal, nor from a forked worker."""
 
     def __init__(self) -> None:
-        self.what, self.since = "", time.monotonic()
+        self.what, self.since, self.pid = "", time.monotonic(), os.getpid()
+        self.fd = sys.stderr.fileno() if on_terminal() else -1
         self.done = threading.Event()
         self.thread: threading.Thread | None = None
 
     def say(self, what: str) -> None:
         """Show `what` (a name it quotes is made safe) from now on, its time counted from now: at once if it is the
         first, else at the next tick (a step done within a tick is never shown)."""
-        if not on_terminal():
+        if self.fd < 0:
             return
         self.what, self.since = shown(what), time.monotonic()
         if self.thread is None:
@@ -69,10 +71,12 @@ class Status:
             self._draw()
 
     def _draw(self, text: str | None = None) -> None:
+        if os.getpid() != self.pid:  # a worker forked meanwhile: the line is its parent's
+            return
         if text is None:
             text = f"{self.what} · {int(time.monotonic() - self.since)} s"
-        with suppress(OSError, ValueError):
-            os.write(sys.stderr.fileno(), f"\r{text[:_columns() - 1]}\x1b[K".encode(errors="replace"))
+        with suppress(OSError):
+            os.write(self.fd, f"\r{text[:_columns(self.fd) - 1]}\x1b[K".encode(errors="replace"))
 
     def stop(self) -> None:
         """End the line: erased (the bars or the command's own lines come next)."""
