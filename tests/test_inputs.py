@@ -340,7 +340,7 @@ def test_svg_options_on_a_site_are_usage_errors(tmp_path: Path, args: tuple[str,
 
 def test_options_on_a_trace_are_refused_before_reading(tmp_path: Path):
     """A trace output refuses every folder option at once, before its input is read (here: there is none)."""
-    for option, value in (("--ctx", "x"), ("--rewrite", "x"), ("--all-steps", None), ("--jobs", "2"),
+    for option, value in (("--ctx", "x"), ("--rewrite", "x"), ("--all-steps", None), ("--jobs", "0"),
                           ("--baseline", "b.pkl"), ("--peak-gflops", "9")):
         r = run_cli(tmp_path / "missing.pkl", "-o", tmp_path / "t.pftrace", option, *([value] if value else []))
         assert r.returncode == 2 and r.stderr.startswith(f"vizexport convert: {option} shapes "), r.stderr

@@ -314,16 +314,17 @@ ONLY_FOR: dict[str, tuple[type[Writer], ...]] = {
     **dict.fromkeys(("--max-nodes", "--jobs"), (StepSvgs, Site)),
     **dict.fromkeys(("--baseline", "--baseline-rewrites", "--peak-gflops", "--peak-gbs"), (Site,)),
 }
-_FOR = {StepSvgs: "the SVG export of a rewrites trace alone (-o OUTDIR/)", Site: "a site (-o OUTDIR/ with a profile)"}
+_FOR: dict[type[Writer], str] = {StepSvgs: "the SVG export of a rewrites trace alone (-o OUTDIR/)",
+                                 Site: "a site (-o OUTDIR/ with a profile)"}
 
 
 def refuse_inapplicable(args: argparse.Namespace, writer: Writer) -> None:
     """A usage error (one line, exit 2) for an option given that does not shape what `writer` writes."""
     for option, writers in ONLY_FOR.items():
-        if getattr(args, option[2:].replace("-", "_")) in (None, False) or isinstance(writer, writers):
+        given = getattr(args, option[2:].replace("-", "_"))
+        if given is None or given is False or isinstance(writer, writers):  # not given (0 is: --jobs 0)
             continue
-        what = f"{args.output}, a trace" if writer.kind == FILE else \
-            _FOR.get(type(writer), "this output")  # type: ignore[call-overload]
+        what = f"{args.output}, a trace" if writer.kind == FILE else _FOR.get(type(writer), "this output")
         applies = " or ".join(_FOR[w] for w in writers)
         parser().commands["convert"].error(f"{option} shapes {applies}, not {what}")
 
