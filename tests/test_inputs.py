@@ -106,6 +106,18 @@ def test_top_reads_the_latest_pickles_and_says_which(tmp_path: Path):
     assert f"{old} (" not in r.stderr
 
 
+def test_the_line_shows_a_hostile_temp_path_escaped(tmp_path: Path):
+    """The temp folder's name is the environment's: shown with its control characters escaped (text.shown)."""
+    folder = tmp_path / "t\x1b]0;owned\x07\u202e"
+    folder.mkdir()
+    plant(folder, "profile", f"profile.pkl.{USER}")
+    r = cli(folder, "info")
+    assert r.returncode == 0, r.stderr
+    first = r.stderr.splitlines()[0]
+    assert first.startswith(f"vizexport info: tinygrad's latest: {tmp_path}/t\\x1b]0;owned\\x07\\u202e/profile.pkl.")
+    assert "\x1b" not in r.stderr and "\x07" not in r.stderr and "\u202e" not in r.stderr
+
+
 @pytest.mark.parametrize(("args", "kinds"), [
     (("info", "--json"), ("profile", "rewrites")), (("show", "--json"), ("rewrites",)),
     (("report", "-o", "r.json"), ("profile", "rewrites")),
