@@ -127,11 +127,13 @@ def test_progress_bar_only_on_a_terminal(tmp_path: Path):
 
 @pytest.mark.parametrize(("args", "line"), [
     (("diff", "a.pkl"), "vizexport diff: missing PR.pkl (see vizexport diff --help)"),
-    (("top",), "vizexport top: missing PICKLE (see vizexport top --help)"),
+    (("top", "-n"), "vizexport top: argument -n: expected one argument (see vizexport top --help)"),
+    (("x.pkl", "-o", "t.pftrace", "--max-nodes", "9"), "vizexport convert: --max-nodes shapes the SVG export of a "
+     "rewrites trace alone (-o OUTDIR/) or a site (-o OUTDIR/ with a profile), not t.pftrace, a trace (see vizexport "
+     "convert --help)"),
     (("report", "--bogus", "x.pkl"), "vizexport report: unrecognized arguments: --bogus (see vizexport report --help)"),
     (("x.pkl",), "vizexport convert: missing -o/--output (see vizexport convert --help)"),
-    (("history", "check", "s.db"), "vizexport history check: missing PICKLE, --branch (see vizexport history check "
-                                   "--help)"),
+    (("history", "check", "s.db"), "vizexport history check: missing --branch (see vizexport history check --help)"),
     ((), "vizexport: missing command (see vizexport --help)"),
 ])
 def test_usage_errors_are_one_line_naming_the_command(args: tuple[str, ...], line: str):

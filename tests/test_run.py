@@ -153,7 +153,8 @@ def test_messages_quote_the_output_as_before(tmp_path: Path):
     r = run_cli(SAMPLE / "profile.pkl", "-o", out, "--flavor", "kineto")
     assert r.returncode == 1 and f"{tmp_path}/x.pftrace: --flavor kineto writes Chrome JSON" in r.stderr
     r = run_cli(SAMPLE / "profile.pkl", "-o", out, "--peak-gbs", "3")
-    assert r.returncode == 1 and f"{out}: --baseline and --peak-* make site pages" in r.stderr
+    assert r.returncode == 2 and r.stderr == (f"vizexport convert: --peak-gbs shapes a site (-o OUTDIR/ with a "
+                                              f"profile), not {out}, a trace (see vizexport convert --help)\n")
     r = run_cli(SAMPLE / "profile.pkl", "-o", out)
     assert r.returncode == 0 and r.stdout.startswith(f"wrote {tmp_path}/x.pftrace: 673 events on 19 tracks")
     assert not list(tmp_path.glob("*.windows"))

@@ -7,15 +7,13 @@ import os
 import re
 import signal
 import sys
+import tempfile
 import threading
 import warnings
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any, NoReturn
-
-from tqdm import tqdm
 
 from ._version import __version__
 from .errors import InputError
@@ -25,37 +23,47 @@ from .graphs import DotMissing, StepOptions
 from .graphs.export import POLICIES
 from .history import command as history  # `vizexport history` (#35): its parser and commands live there
 from .history.command import EXIT_SLOWER
+from .latest import latest_inputs
 from .limits import GIB, limit_memory, limit_output, memory_budget
-from .output import Progress, check_folder, clean_stale
+from .output import check_folder, clean_stale
 from .perfetto import FLAVORS, FORMATS
 from .perfetto.split import read_index, windows_folder
-from .pickles import brief
+from .pickles import brief, is_pickle
+from .progress import STAGES, progress_bars, started, status
 from .run import AnswerOptions, LoadOptions, Run, TraceOptions, ViewOptions
 from .site import warm_plots
-from .site.serve import FETCH_TIMEOUT, PORT, contained, run_trace_processor, serve
+from .site.serve import FETCH_TIMEOUT, PORT, check_port, contained, run_trace_processor, serve
 from .text import MESSAGE_CHARS, lines, shown
 from .tinygrad.releases import RELEASES
+from .units import bytes_text
 from .windows import WINDOW_EVENTS
-from .writers import FILE, FOLDER, TEXT, Target, Writer, candidates, classify, writer_for
+from .writers import FILE, FOLDER, TEXT, Site, StepSvgs, Target, Writer, candidates, classify, writer_for
 
 COMMANDS = ("convert", "info", "top", "show", "report", "diff", "demo", "open", "history")
 EXIT_USAGE = 2  # argparse's code for a usage error
+LATEST = "none: tinygrad's latest pickles, where it writes them"
 USAGE = """vizexport PROFILE.pkl [REWRITES.pkl] -o OUT.pftrace|OUT.pftrace.gz|OUT.json|OUT.json.gz [--flavor kineto]
        vizexport [PROFILE.pkl] [REWRITES.pkl] -o OUTDIR/ [--baseline BASE.pkl]  (static site; rewrites alone: SVGs)
-       vizexport info FILE... [--json]
-       vizexport top PROFILE.pkl [REWRITES.pkl] [--json|--csv] [--between MARKER_A MARKER_B] [--device D] [-n N]
-       vizexport show REWRITES.pkl [-s CONTEXT [-i REWRITE]] [--json]
-       vizexport report PROFILE.pkl [REWRITES.pkl] [-o REPORT.html|.json|.md]
+       vizexport info [FILE...] [--json]
+       vizexport top [PROFILE.pkl [REWRITES.pkl]] [--json|--csv] [--between MARKER_A MARKER_B] [--device D] [-n N]
+       vizexport show [REWRITES.pkl] [-s CONTEXT [-i REWRITE]] [--json]
+       vizexport report [PROFILE.pkl [REWRITES.pkl]] [-o REPORT.html|.json|.md]
        vizexport diff BASE.pkl PR.pkl [-o DIFF.html|.json|.md] [--fail-if-slower PCT]
-       vizexport open TRACE [--at TIME | --window N] [--trace-processor PATH] [--no-browser] [--timeout SEC]
+       vizexport open [TRACE|PROFILE.pkl] [--at TIME | --window N] [--trace-processor PATH] [--no-browser]
        vizexport history add|check|site|list STORE …  (a store of runs: vizexport history -h)
-       vizexport demo -o OUTDIR"""
+       vizexport demo -o OUTDIR
+A command named no pickle reads tinygrad's latest, where tinygrad writes them (its temp folder: profile.pkl.USER,
+rewrites.pkl.USER), and says which it took."""
 
 
-def _common(p: argparse.ArgumentParser) -> None:
+def _release(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tinygrad-version", choices=RELEASES, metavar="VERSION",
                    help=f"read the pickles as written by this tinygrad release ({', '.join(RELEASES)}); "
                         "default: detected from the content")
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    _release(p)
     p.add_argument("--debug", action="store_true", help="show a traceback on errors")
     p.add_argument("--memory-limit", type=float, metavar="GIB", help="cap on data memory in GiB, for the command and "
                    "its worker processes together (default: 1 GiB + 16 × the inputs' size; input beyond it ends with "
@@ -92,8 +100,8 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, prog="vizexport", parser_class=Parser)
     p.commands = sub.choices  # each command's parser: its own usage errors
     conv = sub.add_parser("convert", help="profile (+ rewrites) → Perfetto trace or Chrome JSON (the default)")
-    conv.add_argument("inputs", nargs="+", type=Path, metavar="PICKLE",
-                      help="a profile.pkl, optionally with its rewrites.pkl (kind detected from content)")
+    conv.add_argument("inputs", nargs="*", type=Path, metavar="PICKLE", help="a profile.pkl, optionally with its "
+                      f"rewrites.pkl (kind detected from content); {LATEST}")
     conv.add_argument("-o", "--output", required=True, metavar="OUT",
                       help=f"output file, its name picks the format: {', '.join(FORMATS)}; or a folder OUT/")
     conv.add_argument("--no-compress", action="store_true", help="no compressed_packets in .pftrace output")
@@ -109,12 +117,12 @@ def parser() -> argparse.ArgumentParser:
                                  "in the browser)")
     rw.add_argument("--ctx", metavar="REGEX", help="only rewrite contexts whose name matches")
     rw.add_argument("--rewrite", metavar="REGEX", help="only rewrites whose name matches")
-    rw.add_argument("--steps", choices=POLICIES, default="default", help="which steps get an SVG: default (first "
+    rw.add_argument("--steps", choices=POLICIES, help="which steps get an SVG: default (first "
                     "and last state, and every step of rewrites with at most ~50 matches), ends (first and last "
                     "state), all")
     rw.add_argument("--all-steps", action="store_true", help="render every match step (same as --steps all)")
-    rw.add_argument("--max-nodes", type=int, default=400, metavar="N", help="larger graphs show the neighbourhood "
-                    "of the change (default 400; the site's step viewer too)")
+    rw.add_argument("--max-nodes", type=int, metavar="N", help="larger graphs show the neighbourhood of the change "
+                    f"(default {StepOptions.max_nodes}; the site's step viewer too)")
     rw.add_argument("--jobs", type=int, default=None, metavar="N", help="parallel processes (default: cores; "
                     "fewer where they would not fit in the memory cap, which they share)")
     site = conv.add_argument_group("site (folder output of a profile)")
@@ -123,8 +131,9 @@ def parser() -> argparse.ArgumentParser:
     site.add_argument("--baseline-rewrites", type=Path, metavar="REWRITES.pkl", help="the base run's rewrites trace")
     _peaks(site)
     _common(conv)
-    info = sub.add_parser("info", help="what a profile.pkl / rewrites.pkl holds: release, events, span, memory peaks")
-    info.add_argument("files", nargs="+", type=Path, metavar="FILE")
+    info = sub.add_parser("info", help="what a profile.pkl / rewrites.pkl holds: release, events, span, memory peaks, "
+                          "markers")
+    info.add_argument("files", nargs="*", type=Path, metavar="FILE", help=f"profile or rewrites pickles; {LATEST}")
     info.add_argument("--json", action="store_true", help="print a JSON list instead of text")
     _common(info)
     _top_parser(sub)
@@ -141,7 +150,9 @@ def parser() -> argparse.ArgumentParser:
 def _open_parser(sub: argparse._SubParsersAction) -> None:
     op = sub.add_parser("open", help="open a trace in ui.perfetto.dev (served once, to the UI only, from "
                         "127.0.0.1:9001); a trace written as windows opens its overview, or a window")
-    op.add_argument("trace", type=Path, metavar="TRACE")
+    op.add_argument("trace", nargs="?", type=Path, metavar="TRACE", help="a trace vizexport wrote, or a profile.pkl "
+                    "(converted to a temporary trace, removed after); none: tinygrad's latest profile, where it "
+                    "writes it")
     at = op.add_mutually_exclusive_group()
     at.add_argument("--at", metavar="TIME", help="open the window holding this time from the run's start "
                     "(12.5s, 800ms, 3m)")
@@ -152,6 +163,7 @@ def _open_parser(sub: argparse._SubParsersAction) -> None:
     op.add_argument("--port", type=_port, default=PORT, help=f"{PORT} is the port the Perfetto UI allows (default)")
     op.add_argument("--timeout", type=_seconds, default=FETCH_TIMEOUT, metavar="SEC", help="give up when the UI has "
                     f"not fetched the trace within SEC seconds (default {FETCH_TIMEOUT:g})")
+    _release(op)  # of a profile.pkl it converts
     op.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
     op.add_argument("--memory-limit", type=float, help=argparse.SUPPRESS)
     op.add_argument("--output-limit", type=float, help=argparse.SUPPRESS)
@@ -178,8 +190,8 @@ def _top_parser(sub: Any) -> None:
                          "GB/s, category", description="The kernels that took the time, longest total first. "
                          "Durations are those of the device's own slices (as tinygrad's viewer draws them); GFLOPS "
                          "and GB/s are achieved rates from the rewrites trace's estimates, weighted by time.")
-    top.add_argument("inputs", nargs="+", type=Path, metavar="PICKLE", help="a profile.pkl, optionally with its "
-                     "rewrites.pkl (estimates and UOps for the categories)")
+    top.add_argument("inputs", nargs="*", type=Path, metavar="PICKLE", help="a profile.pkl, optionally with its "
+                     f"rewrites.pkl (estimates and UOps for the categories); {LATEST}")
     fmt = top.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="print JSON (every kernel unless -n)")
     fmt.add_argument("--csv", action="store_true", help="print CSV (every kernel unless -n)")
@@ -197,7 +209,8 @@ def _show_parser(sub: Any) -> None:
     sh = sub.add_parser("show", help="a rewrite context, or one rewrite match by match, as text",
                         description="A context's rewrites (depth, where they ran, matches) or, with -i, one rewrite "
                         "replayed: its input graph, each match's pattern location and diff, the graph it leaves.")
-    sh.add_argument("rewrites", type=Path, metavar="REWRITES", help="a rewrites.pkl")
+    sh.add_argument("rewrites", nargs="?", type=Path, metavar="REWRITES", help="a rewrites.pkl; none: tinygrad's "
+                    "latest, where it writes it")
     sh.add_argument("-s", "--ctx", metavar="CONTEXT", help="the context: its index (as `vizexport show REWRITES` "
                     "lists them and the site numbers them) or a regular expression one name matches; without it, "
                     "the list of contexts")
@@ -215,8 +228,8 @@ def _peaks(p: argparse._ActionsContainer) -> None:
 def _answers(sub: argparse._SubParsersAction) -> None:
     rep = sub.add_parser("report", help="where the time went: busy/idle devices, gaps, categories, distributions, "
                          "launch latency, JIT batches, call sites, achieved vs peak")
-    rep.add_argument("inputs", nargs="+", type=Path, metavar="PICKLE", help="a profile.pkl, optionally with its "
-                     "rewrites.pkl (estimates, categories)")
+    rep.add_argument("inputs", nargs="*", type=Path, metavar="PICKLE", help="a profile.pkl, optionally with its "
+                     f"rewrites.pkl (estimates, categories); {LATEST}")
     rep.add_argument("-o", "--output", type=Path, metavar="OUT", help="REPORT.html (one file, SVG plots), .json or "
                      ".md; default: text on stdout")
     _peaks(rep)
@@ -238,24 +251,20 @@ def say(text: str, to_stderr: bool = False) -> None:
     print(lines(text), file=sys.stderr if to_stderr else sys.stdout)
 
 
-@contextmanager
-def progress_bar(desc: str, unit: str, quiet: bool = False) -> Iterator[Progress | None]:
-    """A tqdm bar on stderr while it is a terminal (nothing in CI logs or pipes): the Progress callback to pass."""
-    if quiet or not sys.stderr.isatty():
-        yield None
-        return
-    with tqdm(desc=desc, unit=unit, unit_scale=True, leave=False) as bar:
-        def update(done: int, total: int) -> None:
-            bar.total = total
-            bar.update(done - bar.n)
-        yield update
+def reading(run: Run) -> str:
+    """What the status line says while the inputs are read: their names and sizes."""
+    paths = [Path(p) for r in (run, run.baseline) if r is not None for p in r.inputs if p is not None]
+    size = sum(p.stat().st_size for p in paths if p.is_file())
+    return f"reading {', '.join(p.name for p in paths)} ({bytes_text(size)})"
 
 
-def emit(command: str, target: Target, run: Run, quiet: bool = False) -> Writer:
+def emit(command: str, target: Target, run: Run, quiet: bool = False,
+         check: Callable[[Writer], None] | None = None) -> Writer:
     """A command's one way out: the writers that take the target refuse the options they cannot honour, a folder
     output is checked (output.check_folder) and a file's stale temporaries removed, the inputs are read, the writer
-    that takes them is picked, what it reads is derived, and it writes; what it says is printed (unless `quiet`):
-    each writer's text is safe to print as it is (text.lines on our lines, its own sanitised tables)."""
+    that takes them is picked (and `check`ed), what it reads is derived, and it writes; what it says is printed
+    (unless `quiet`): each writer's text is safe to print as it is (text.lines on our lines, its own sanitised
+    tables). On a terminal, a status line says what it is doing from the start, then bars count the writing."""
     found = candidates(command, target)
     for w in found:
         w.check(run, target)
@@ -266,12 +275,19 @@ def emit(command: str, target: Target, run: Run, quiet: bool = False) -> Writer:
     if any(w.warm for w in found):
         prepare(warm_plots)  # the report's plots need matplotlib: its helper imports it while the inputs load
     try:
-        with gc_paused():  # millions of acyclic objects: see gcpause
-            writer = writer_for(command, target, run.read())
-            run.derive(writer.reads)
-        label, unit = writer.progress or ("", "")
-        with progress_bar(label, unit, quiet or writer.progress is None) as progress:
-            text = writer.write(run, target, progress)
+        with status(reading(run)) as line:
+            with gc_paused():  # millions of acyclic objects: see gcpause
+                writer = writer_for(command, target, run.read())
+                if check is not None:
+                    check(writer)
+                for part in writer.reads:
+                    line.say(STAGES.get(part, part))
+                    run.derive((part,))
+            line.say(f"writing {target.name or 'the ' + target.fmt}")
+            if writer.progress:
+                line.stop()  # its bars take over
+            with progress_bars(writer.progress) as progress:
+                text = writer.write(run, target, progress)
     finally:
         discard_prepared()  # a rewrites trace alone has no report
     if not quiet:  # line by line: a reader that left (`… | head`) then ends in BrokenPipeError, never in a short write
@@ -292,29 +308,72 @@ def convert(inputs: Sequence[Path], output: Path, version: str | None = None, qu
     return 0
 
 
+# convert's options that shape some outputs only: the writers each is for (another output refuses it, exit 2)
+ONLY_FOR: dict[str, tuple[type[Writer], ...]] = {
+    **dict.fromkeys(("--ctx", "--rewrite", "--steps", "--all-steps"), (StepSvgs,)),
+    **dict.fromkeys(("--max-nodes", "--jobs"), (StepSvgs, Site)),
+    **dict.fromkeys(("--baseline", "--baseline-rewrites", "--peak-gflops", "--peak-gbs"), (Site,)),
+}
+_FOR: dict[type[Writer], str] = {StepSvgs: "the SVG export of a rewrites trace alone (-o OUTDIR/)",
+                                 Site: "a site (-o OUTDIR/ with a profile)"}
+
+
+def refuse_inapplicable(args: argparse.Namespace, writer: Writer) -> None:
+    """A usage error (one line, exit 2) for an option given that does not shape what `writer` writes."""
+    for option, writers in ONLY_FOR.items():
+        given = getattr(args, option[2:].replace("-", "_"))
+        if given is None or given is False or isinstance(writer, writers):  # not given (0 is: --jobs 0)
+            continue
+        what = f"{args.output}, a trace" if writer.kind == FILE else _FOR.get(type(writer), "this output")
+        applies = " or ".join(_FOR[w] for w in writers)
+        parser().commands["convert"].error(f"{option} shapes {applies}, not {what}")
+
+
 def cmd_convert(args: argparse.Namespace) -> int:
     if args.window_events < 1:
         raise InputError(f"--window-events must be positive, not {args.window_events}")
     target = classify("convert", args.output)
+    if target.kind == FILE:  # a trace: refused before anything is read
+        refuse_inapplicable(args, candidates("convert", target)[0])
     base = (args.baseline, args.baseline_rewrites)
+    steps = {k: v for k, v in (("steps", "all" if args.all_steps else args.steps), ("max_nodes", args.max_nodes))
+             if v is not None}
     run = Run(tuple(args.inputs), load=LoadOptions(args.tinygrad_version),
               trace=TraceOptions(not args.no_compress, None if args.no_split else args.window_events, args.flavor),
-              steps=StepOptions(args.ctx, args.rewrite, "all" if args.all_steps else args.steps, args.max_nodes,
-                                args.jobs),
+              steps=StepOptions(args.ctx, args.rewrite, jobs=args.jobs, **steps),
               answers=AnswerOptions(args.peak_gflops, args.peak_gbs),
               baseline=Run(base, named=True, load=LoadOptions(args.tinygrad_version)) if any(base) else None)
-    emit("convert", target, run)
+    emit("convert", target, run, check=lambda w: refuse_inapplicable(args, w))
     return 0
 
 
 def cmd_open(args: argparse.Namespace) -> int:
     if not args.trace.is_file():
         raise InputError(f"{args.trace}: no such trace file")
-    trace = pick_window(args.trace, args.at, args.window)
+    if not is_pickle(args.trace):
+        return open_trace(args, args.trace)
+    for given, option in ((args.at, "--at"), (args.window, "--window")):
+        if given is not None:
+            parser().commands["open"].error(f"{option} picks a window of a trace written as windows; a profile.pkl "
+                                            "is opened whole")
+    check_port(args.port)  # before converting: a busy port ends the command at once
+    with tempfile.TemporaryDirectory(prefix="vizexport-open-") as tmp:  # private (0700), removed on the way out
+        trace = Path(tmp) / f"{args.trace.name.split('.')[0] or 'profile'}.pftrace"
+        convert([args.trace], trace, args.tinygrad_version, quiet=True)
+        try:
+            return open_trace(args, trace)
+        except InputError as e:  # named by the pickle given, not by the temporary trace (gone with its folder)
+            raise InputError(str(e).replace(str(trace), str(args.trace))) from None
+
+
+def open_trace(args: argparse.Namespace, path: Path) -> int:
+    """Serve the trace at `path` (or the window of it --at or --window names) to the UI, or load it in a native
+    trace processor."""
+    trace = pick_window(path, args.at, args.window)
     if args.trace_processor is not None:
-        contained(trace, args.trace.parent)  # a window leading out of the folder is not loaded either
+        contained(trace, path.parent)  # a window leading out of the folder is not loaded either
         return run_trace_processor(args.trace_processor, trace, browser=not args.no_browser)
-    serve(trace, args.port, browser=not args.no_browser, timeout=args.timeout, within=args.trace.parent)
+    serve(trace, args.port, browser=not args.no_browser, timeout=args.timeout, within=path.parent)
     return 0
 
 
@@ -424,10 +483,25 @@ def _warning_line(message: Warning | str, category: type, *_: object, **__: obje
     return lines(f"vizexport: warning: {shown(str(message), MESSAGE_CHARS)}") + "\n"
 
 
+INPUTS = {"convert": "inputs", "info": "files", "top": "inputs", "report": "inputs", "show": "rewrites",
+          "open": "trace", "history": "inputs"}  # where each command's pickles are (history: add and check)
+
+
+def fill_latest(args: argparse.Namespace) -> None:
+    """A command named no pickle reads tinygrad's latest (latest.py), and says which on stderr."""
+    name = INPUTS.get(args.command)
+    if name is None or not hasattr(args, name) or getattr(args, name):
+        return
+    paths, line = latest_inputs(args.command)
+    say(line, to_stderr=True)
+    setattr(args, name, paths if isinstance(getattr(args, name), list) else paths[0])
+
+
 def inputs_of(args: argparse.Namespace) -> list[Path]:
     return {"convert": lambda: args.inputs + [p for p in (args.baseline, args.baseline_rewrites) if p],
-            "info": lambda: args.files, "open": lambda: [args.trace], "demo": sample_files,
-            "top": lambda: args.inputs, "show": lambda: [args.rewrites], "report": lambda: args.inputs,
+            "info": lambda: args.files, "open": lambda: [p for p in (args.trace,) if p], "demo": sample_files,
+            "top": lambda: args.inputs, "show": lambda: [p for p in (args.rewrites,) if p],
+            "report": lambda: args.inputs,
             "diff": lambda: [p for p in (args.base, args.pr, args.base_rewrites, args.pr_rewrites) if p],
             "history": lambda: history.inputs(args)}[args.command]()
 
@@ -525,6 +599,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """The command, with one error boundary: every failure after parsing is one line on stderr naming the file,
     exit 1 (2 for usage errors, from argparse), no output left behind (--debug shows the traceback). SIGTERM ends it
     as Ctrl-C does. No worker process outlives it."""
+    started()  # the modules are loaded: the first status line (progress.starting) ends before anything is printed
     warnings.formatwarning = _warning_line  # e.g. a corrupt SQTT blob: one line, decoding goes on
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] not in COMMANDS and argv[0] not in ("-h", "--help", "--version"):
@@ -545,6 +620,7 @@ def _command(args: argparse.Namespace) -> int:
     """Run the command within its budget; every failure as one line and an exit code."""
     limit = None
     try:
+        fill_latest(args)
         limit = set_limits(args)
         return COMMAND[args.command](args)
     except KeyboardInterrupt as e:

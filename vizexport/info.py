@@ -5,9 +5,11 @@ import json
 from typing import Any
 
 from .records import to_json
-from .summary import ProfileSummary, Summary
+from .summary import MarkerCount, ProfileSummary, Summary
 from .text import lines, shown
-from .units import bytes_text
+from .units import bytes_text, duration_text
+
+MARKER_LINES = 20  # marker names listed as text (--json lists every one)
 
 
 def as_json(summaries: list[Summary]) -> str:
@@ -32,6 +34,8 @@ def _text(s: Summary) -> str:
         peak = s.memory_peak.get(dev)
         extra = f"   (memory peak {bytes_text(peak)})" if peak is not None else ""
         out.append(f"  {shown(dev):20s} " + ", ".join(f"{k} {n}" for k, n in kinds.items()) + extra)
+    if s.markers:
+        out.extend(markers_text(s.markers))
     for r in s.sqtt or ():
         out.append(f"SQTT {shown(r.kernel)} n{r.run} ({shown(r.device)}): {r.blobs} blobs, {r.waves} waves, "
                    f"{r.traced_waves} traced, {r.issues} instruction issues")
@@ -40,6 +44,18 @@ def _text(s: Summary) -> str:
     if s.unknown_classes:
         out.append("  not read: " + ", ".join(f"{shown(k)} ×{n}" for k, n in s.unknown_classes.items()))
     return "\n".join(out)
+
+
+def markers_text(markers: list[MarkerCount]) -> list[str]:
+    """`  markers: 6 (3 names)`, then a line per name: its count and first time from the profile's first event."""
+    out = [f"  markers: {sum(m.count for m in markers)} ({len(markers)} names)"]
+    names = [shown(m.name) for m in markers[:MARKER_LINES]]
+    width = max(map(len, names))
+    out += [f"    {n:<{width}}  ×{m.count:<4} first at {duration_text(m.first_ns)}"
+            for n, m in zip(names, markers[:MARKER_LINES], strict=True)]
+    if len(markers) > MARKER_LINES:
+        out.append(f"    … and {len(markers) - MARKER_LINES} more names (--json lists them)")
+    return out
 
 
 def pmc_text(rows: list[dict[str, Any]]) -> str:

@@ -6,7 +6,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from .records import OPTIONAL, Profile, Release, RewriteLog
+from .records import OPTIONAL, Marker, Profile, Release, RewriteLog
 
 
 @dataclass
@@ -35,6 +35,16 @@ class SQTTLaunch:
 
 
 @dataclass
+class MarkerCount:
+    """The markers of one name (tinygrad's Tensor markers; `top --between` takes two names): how many, and the time
+    of the first from the profile's first timestamp (span_ns[0])."""
+
+    name: str
+    count: int
+    first_ns: int
+
+
+@dataclass
 class ProfileSummary:
     file: str
     kind: str = field(default="profile", init=False)
@@ -46,6 +56,7 @@ class ProfileSummary:
     unknown_classes: dict[str, int]  # classes not read, with counts
     pmc: list[dict[str, Any]] | None = field(default=None, metadata=OPTIONAL)  # sqtt.launch_counters rows
     sqtt: list[SQTTLaunch] | None = field(default=None, metadata=OPTIONAL)
+    markers: list[MarkerCount] | None = field(default=None, metadata=OPTIONAL)  # by first time; None: no marker
 
 
 @dataclass
@@ -72,8 +83,21 @@ def summarize(x: Profile | RewriteLog, pmc: list[dict[str, Any]] | None = None, 
         return RewritesSummary(x.path, ReleaseInfo.of(x.release), len(x.contexts), len(rws),
                                sum(m.after is not None for r in rws for m in r.matches),
                                sum(len(r.matches) for r in rws), len(x.uops))
-    return ProfileSummary(x.path, ReleaseInfo.of(x.release), x.n_events, event_counts(x), time_span(x),
-                          memory_peaks(x), x.unknown, pmc, sqtt)
+    span = time_span(x)
+    return ProfileSummary(x.path, ReleaseInfo.of(x.release), x.n_events, event_counts(x), span,
+                          memory_peaks(x), x.unknown, pmc, sqtt, marker_counts(x, span[0] if span else 0))
+
+
+def marker_counts(p: Profile, t0: int) -> list[MarkerCount] | None:
+    """Each marker name's count and first time (from t0), in the order they first came; None without markers."""
+    out: dict[str, MarkerCount] = {}
+    for pt in sorted((pt for pt in p.points if pt.kind == "marker"), key=lambda pt: pt.ts):
+        name = pt.arg.name if isinstance(pt.arg, Marker) else str(pt.arg)
+        if name in out:
+            out[name].count += 1
+        else:
+            out[name] = MarkerCount(name, 1, pt.ts - t0)
+    return list(out.values()) or None
 
 
 def memory_peaks(p: Profile) -> dict[str, int]:

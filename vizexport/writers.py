@@ -28,6 +28,7 @@ from .output import Progress, atomic_folder, write_atomic
 from .perfetto import GZ, TraceWriter, write_file, write_trace
 from .perfetto import WRITERS as TRACE_WRITERS
 from .perfetto.split import write_split
+from .progress import PERCENT, Phase
 from .records import RewriteLog
 from .report import answer_html, answer_json, answer_markdown, diff_text, report_text
 from .report.diff_sections import verdict_counts
@@ -42,6 +43,7 @@ TEXT = "text"  # the stdout format of a command without --json / --csv
 TOP_TEXT_ROWS = 20  # `top` as text: the 20 longest kernels unless -n
 DEMO_TRACE = "trace.json.gz"
 NOT_A_FILE = "is not a regular file (vizexport only replaces regular files)"
+SITE_PHASE = ("writing rewrite contexts", " contexts")  # the site's progress: contexts whose step data is written
 
 
 @dataclass(frozen=True)
@@ -63,8 +65,8 @@ class Target:
 class Writer:
     """One output. `command`: the command it serves; `kind`: FILE (named by one of `suffixes`), FOLDER or STDOUT
     (the format `fmt`); `binary`: what its files hold; `reads`: the Run's parts it reads, derived in this order before
-    it writes; `progress`: the label and unit of a progress bar while it writes (None: it has none); `warm`: see
-    site.warm_plots."""
+    it writes; `progress`: the phases of its writing, each a progress bar's label and unit (progress.Phase; None:
+    it reports none); `warm`: see site.warm_plots."""
 
     command: str = ""
     kind: str = FILE
@@ -72,7 +74,7 @@ class Writer:
     fmt: str = TEXT
     binary: bool = False
     reads: tuple[str, ...] = ()
-    progress: tuple[str, str] | None = None
+    progress: tuple[Phase, ...] | None = None
     warm: bool = False  # it may draw plots: a helper importing matplotlib is forked while the inputs load
 
     def takes(self, target: Target) -> bool:
@@ -96,7 +98,7 @@ class Trace(Writer):
     """A trace file in one of perfetto's formats (its suffix, or with .gz); above TraceOptions.window_events events
     (and no flavour) an overview and windows beside it."""
 
-    command, reads, progress = "convert", ("timeline",), ("writing", " events")
+    command, reads, progress = "convert", ("timeline",), (("writing", " events"),)
 
     def __init__(self, fmt: type[TraceWriter]) -> None:
         self.format, self.suffixes, self.binary = fmt, (fmt.suffix, fmt.suffix + GZ), fmt.binary
@@ -126,7 +128,7 @@ class Trace(Writer):
 
 
 class _Folder(Writer):
-    command, kind, progress, warm = "convert", FOLDER, ("drawing rewrite steps", ""), True
+    command, kind, progress, warm = "convert", FOLDER, (SITE_PHASE,), True
 
     def check(self, run: Run, target: Target) -> None:
         if run.trace.flavor:
@@ -162,7 +164,7 @@ class Site(_Folder):
 class StepSvgs(_Folder):
     """A rewrites trace alone: every rewrite's steps as SVGs with manifest.json, and the site's pages of them."""
 
-    reads = ("step_graphs",)
+    reads, progress = ("step_graphs",), (("drawing step SVGs", PERCENT), SITE_PHASE)  # SVGs: rough work, no unit
 
     def accepts(self, run: Run) -> bool:
         return run.profile is None
@@ -268,7 +270,7 @@ class Show(Writer):
 class Demo(Writer):
     """Everything on the bundled sample in one folder: the site, the trace as Chrome JSON, and info.json."""
 
-    command, kind, progress = "demo", FOLDER, ("drawing rewrite steps", "")
+    command, kind, progress = "demo", FOLDER, (SITE_PHASE,)
     reads = ("timeline", "summaries", "step_graphs", "listings", "report")
 
     def write(self, run: Run, target: Target, progress: Progress | None = None) -> str:

@@ -79,8 +79,8 @@ def add_parser(sub: argparse._SubParsersAction, common: Callable[[argparse.Argum
 
 def _store_and_inputs(p: argparse.ArgumentParser) -> None:
     p.add_argument("store", metavar="STORE", help="a SQLite file or a postgresql:// URL")
-    p.add_argument("inputs", nargs="+", type=Path, metavar="PICKLE", help="the run's profile.pkl, optionally with "
-                   "its rewrites.pkl (categories)")
+    p.add_argument("inputs", nargs="*", type=Path, metavar="PICKLE", help="the run's profile.pkl, optionally with "
+                   "its rewrites.pkl (categories); none: tinygrad's latest pickles, where it writes them")
 
 
 def _check_output(path: Path) -> None:

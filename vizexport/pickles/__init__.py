@@ -264,6 +264,14 @@ class BoundedReader:
         return line
 
 
+def is_pickle(path: Path) -> bool:
+    """Whether the file starts as a pickle tinygrad could have written (protocol 2+): what `open` converts first."""
+    f, _ = open_input(path)
+    with f:
+        head = f.read(2)
+    return head[:1] == pickle.PROTO and len(head) == 2 and head[1] >= 2
+
+
 def load(path: str | Path) -> tuple[Any, set[str]]:
     """Unpickle `path` safely; return the object and the tinygrad classes it named.
 

@@ -99,6 +99,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         pass
 
 
+def check_port(port: int) -> None:
+    """InputError if the port is busy (as serve would say), before work whose result it is to serve."""
+    _listen(port, b"", "").server_close()
+
+
 def _listen(port: int, data: bytes, name: str) -> _Server:
     try:
         return _Server(port, data, name)
