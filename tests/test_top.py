@@ -49,9 +49,10 @@ def viewer_totals(tracks: dict, window: tuple[float, float] | None = None) -> di
 
 
 def top_totals(table: vizexport.analysis.KernelTable) -> dict:
-    """(device, name) → [launches, Σ dur µs], programs of one name summed as the viewer sums them."""
+    """(device, name) → [launches, Σ dur µs], programs of one name summed as the viewer sums them (JIT graph batches
+    too: the viewer draws them on their graph track)."""
     out: dict = defaultdict(lambda: [0, 0.0])
-    for k in table.kernels:
+    for k in table.kernels + table.batches:
         out[(k.device, k.name)][0] += k.launches
         out[(k.device, k.name)][1] += k.total_ns / 1e3
     return dict(out)
@@ -100,7 +101,8 @@ def test_totals_equal_the_release_viewer_on_the_sample():
                                    vizexport.load_rewrites(SAMPLE / "rewrites.pkl"))
     assert_same_totals(viewer_totals(EXPECTED["sample/profile.pkl"]["tracks"]), top_totals(table))
     assert [(k.device, k.label, k.launches) for k in table.kernels[:3]] == [
-        ("NULL Graph", "batched 5", 3), ("NULL", "E_4_4 [ff2977df]", 4), ("NULL:1:SDMA:0", "NULL:1 -> NULL", 4)]
+        ("NULL", "E_4_4 [ff2977df]", 4), ("NULL:1:SDMA:0", "NULL:1 -> NULL", 4), ("NULL", "E_4_4 [50e19497]", 4)]
+    assert [(k.device, k.label, k.launches, k.share) for k in table.batches] == [("NULL Graph", "batched 5", 3, 100)]
 
 
 # ---- --between ----
@@ -159,7 +161,7 @@ def test_between_bounds_are_inclusive_and_by_start():
     a, b = table.window
     starts = [(t, i) for t in launch_tracks(tl) for i in range(len(t)) if t.dur[i] > 0]
     inside = [(t, i) for t, i in starts if a <= t.ts[i] <= b]
-    assert sum(k.launches for k in table.kernels) == len(inside) == 12
+    assert sum(k.launches for k in table.kernels + table.batches) == len(inside) == 12
     # moving the window's end onto a launch's start keeps it; one ns earlier drops it
     t, i = max(inside, key=lambda x: x[0].ts[x[1]])
     tl_markers = next(m for m in tl.tracks if m.name == "Markers")
@@ -167,7 +169,8 @@ def test_between_bounds_are_inclusive_and_by_start():
     j = list(tl_markers.names).index(end)
     for shift, kept in ((t.ts[i] - b, 12), (t.ts[i] - b - 1, 11)):
         tl_markers.ts[j] = b + shift
-        assert sum(k.launches for k in kernel_table(tl, between=("jit step 1", "jit step 3")).kernels) == kept
+        kept_table = kernel_table(tl, between=("jit step 1", "jit step 3"))
+        assert sum(k.launches for k in kept_table.kernels + kept_table.batches) == kept
     tl_markers.ts[j] = b
 
 
@@ -191,18 +194,20 @@ def test_statistics_of_each_kernel_are_those_of_its_launches():
             if t.dur[i] > 0:
                 args = t.args.get(i, {})
                 durs[(t.name, args.get("profile_key") or tl.strings[t.names[i]])].append(t.dur[i])
-    assert len(table.kernels) == len(durs) == 9
-    for k in table.kernels:
+    assert len(table.kernels) + len(table.batches) == len(durs) == 9 and len(table.batches) == 1
+    for k in table.kernels + table.batches:
         d = np.array(durs[(k.device, k.program or k.name)])
         assert (k.launches, k.total_ns, k.min_ns, k.max_ns) == (len(d), d.sum(), d.min(), d.max())
         assert k.median_ns == np.median(d) and k.p90_ns == np.percentile(d, 90) and k.mean_ns == d.mean()
     by_dev: dict = defaultdict(float)
-    for k in table.kernels:
+    for k in table.kernels + table.batches:
         by_dev[k.device] += k.share
-    assert all(v == pytest.approx(100) for v in by_dev.values())
+    assert all(v == pytest.approx(100) for v in by_dev.values()) and "NULL Graph" not in table.device_ns
     r = next(k for k in table.kernels if k.name == "r_32_32_32")
-    assert (r.category, round(r.gflops, 1), round(r.gbs, 2)) == ("reduce", 24.9, 1.56)  # tinygrad -t: 25, 2
-    assert {k.category for k in table.kernels} == {"graph batch", "elementwise", "copy", "reduce"}
+    # tinygrad -t: 25 GFLOPS, 2 GB/s mem, 50 GB/s lds
+    assert (r.category, round(r.gflops, 1), round(r.gbs, 2), round(r.gbs_lds, 1)) == ("reduce", 24.9, 1.56, 49.9)
+    assert {k.category for k in table.kernels} == {"elementwise", "copy", "reduce"}
+    assert {k.category for k in table.batches} == {"graph batch"}
 
 
 def test_device_filter_and_rows():
@@ -211,9 +216,9 @@ def test_device_filter_and_rows():
     assert {k.device for k in vizexport.kernel_table(prof, device="NULL:1:SDMA:0").kernels} == {"NULL:1:SDMA:0"}
     table = vizexport.kernel_table(prof)
     rows, other = table.top(3)
-    assert len(rows) == 3 and other.launches == sum(k.launches for k in table.kernels[3:]) == 16
+    assert len(rows) == 3 and other.launches == sum(k.launches for k in table.kernels[3:]) == 12
     r = run_cli("top", SAMPLE / "profile.pkl", "--device", "AMD")
-    assert r.returncode == 1 and "no launches on device 'AMD' (devices: NULL, NULL Graph" in r.stderr
+    assert r.returncode == 1 and "no launches on device 'AMD' (devices: NULL, NULL:1, NULL:1:SDMA:0" in r.stderr
 
 
 def test_cli_text_json_csv():
@@ -221,17 +226,26 @@ def test_cli_text_json_csv():
     text = run_cli("top", *args, "-n", "4")
     assert text.returncode == 0 and "\x1b[" not in text.stdout  # piped: no ANSI codes
     lines = text.stdout.splitlines()
-    assert lines[0] == "9 kernels, 27 launches" and lines[1].split()[:4] == ["device", "kernel", "total", "launches"]
-    assert lines[3].startswith("NULL          E_4_4 [ff2977df]                   19.72us        4  41.76%")
-    assert lines[6].split()[:3] == ["Other", "46.82us", "12"]  # 17.57 + 17.01 + 6.73 + 2.80 + 2.71 µs
+    assert lines[0] == "8 kernels, 24 launches" and lines[1].split()[:4] == ["device", "kernel", "total", "launches"]
+    # 16 FLOPs a launch over 4.930 µs on average: 0.00325 GFLOPS (from the launches' rates rounded, 0.00295)
+    assert lines[2] == ("NULL          E_4_4 [ff2977df]  19.720 µs        4  41.76%   4.930 µs  0.00325    0.026"
+                        "    0.026  elementwise")
+    assert lines[6].split()[:4] == ["Other", "29.258", "µs", "8"]  # 17.012 + 6.729 + 2.803 + 2.714 µs
+    assert lines[-3:] == ["JIT graph batches: 3 runs (each entry is a launch of its device above too: not counted "
+                          "again)",
+                          "graph      batch                 total runs   share       mean",
+                          "NULL Graph batched 5         30.000 µs    3 100.00%  10.000 µs"]
+    assert max(map(len, lines)) <= tables.WIDTH
     data = json.loads(run_cli("top", *args, "--json").stdout)
-    assert len(data["kernels"]) == 9 and data["other"] is None
+    assert len(data["kernels"]) == 8 and data["other"] is None and len(data["batches"]) == 1
     assert sum(k["total_ns"] for k in data["kernels"] if k["device"] == "NULL") == data["device_ns"]["NULL"]
     rows = list(csv.DictReader(io.StringIO(run_cli("top", *args, "--csv").stdout)))
-    assert [r["name"] for r in rows] == [k["name"] for k in data["kernels"]]
+    assert [r["name"] for r in rows] == [k["name"] for k in data["kernels"] + data["batches"]]
+    rows = rows[:-1]  # the batch
     assert rows[-1]["gflops"] and math.isclose(float(rows[-1]["gflops"]), data["kernels"][-1]["gflops"])
     between = json.loads(run_cli("top", *args, "--json", "--between", "jit step 1", "jit step 3").stdout)
-    assert between["between"]["start"] == "jit step 1" and sum(k["launches"] for k in between["kernels"]) == 12
+    assert between["between"]["start"] == "jit step 1"
+    assert sum(k["launches"] for k in between["kernels"] + between["batches"]) == 12
 
 
 def test_text_colours_only_when_asked():
