@@ -45,7 +45,7 @@ EXIT_USAGE = 2  # argparse's code for a usage error
 USAGE = """vizexport PROFILE.pkl [REWRITES.pkl] -o OUT.pftrace|OUT.pftrace.gz|OUT.json|OUT.json.gz [--flavor kineto]
        vizexport [PROFILE.pkl] [REWRITES.pkl] -o OUTDIR/ [--baseline BASE.pkl]  (static site; rewrites alone: SVGs)
        vizexport info FILE... [--json]
-       vizexport top PROFILE.pkl [REWRITES.pkl] [--json|--csv] [--between MARKER_A MARKER_B] [--device D] [-n N]
+       vizexport top PROFILE.pkl [REWRITES.pkl] [--json|--csv] [--by name] [--host] [--wide] [--between A B] [-n N]
        vizexport show REWRITES.pkl [-s CONTEXT [-i REWRITE]] [--json]
        vizexport report PROFILE.pkl [REWRITES.pkl] [-o REPORT.html|.json|.md]
        vizexport diff BASE.pkl PR.pkl [-o DIFF.html|.json|.md] [--fail-if-slower PCT]
