@@ -17,7 +17,9 @@ import pytest
 import vizexport
 from vizexport.analysis import kernel_table, tables
 from vizexport.analysis.top import launch_tracks
+from vizexport.timeline import Role, Timeline
 
+from . import tinyfake as tf
 from .conftest import FIXTURES, ROOT, run_cli
 from .test_corpus import COMPARE, SETS
 
@@ -273,3 +275,77 @@ def test_each_kernel_finds_the_program_that_made_it(key: str):
     row = next(k for k in vizexport.kernel_table(prof, log).kernels if (k.device, k.program, k.name) == (
         kernels[0].device, kernels[0].program, kernels[0].name))
     assert row.category == "matmul (tensor cores)"
+
+
+# ---- --by name, --host, --wide, widths, rates from totals, the untimed note ----
+
+def test_by_name_sums_a_names_programs_and_host_lists_the_host_spans():
+    prof, log = vizexport.load_profile(SAMPLE / "profile.pkl"), vizexport.load_rewrites(SAMPLE / "rewrites.pkl")
+    by_program = kernel_table(vizexport.build_timeline(prof, log), log.contexts)
+    by_name = kernel_table(vizexport.build_timeline(prof, log), log.contexts, by="name")
+    null = [k for k in by_program.kernels if (k.device, k.name) == ("NULL", "E_4_4")]
+    (e44,) = [k for k in by_name.kernels if (k.device, k.name) == ("NULL", "E_4_4")]
+    assert len(null) == 2 and e44.program is None and e44.label == "E_4_4"
+    assert e44.launches == sum(k.launches for k in null) == 8 and e44.total_ns == sum(k.total_ns for k in null)
+    assert e44.share == pytest.approx(sum(k.share for k in null))
+    host = kernel_table(vizexport.build_timeline(prof, log), host=True)
+    assert host.host and not host.batches and set(host.device_ns) == {"TINY", "USER"}
+    first = host.kernels[0]
+    assert (first.device, first.name, first.launches) == ("USER", "realize", 12)
+    with pytest.raises(ValueError, match="no grouping 'kernel'"):
+        kernel_table(vizexport.build_timeline(prof, log), by="kernel")
+
+
+def test_cli_host_wide_and_widths(tmp_path: Path):
+    text = run_cli("top", SAMPLE / "profile.pkl", "--host", "--device", "TINY", "-n", "2")
+    lines = text.stdout.splitlines()
+    assert text.returncode == 0 and lines[0].startswith("95 host span names, 539 spans (nested spans count whole")
+    assert lines[2].split()[:5] == ["TINY", "do_to_program", "for", "r_32_32_32", "273.021"]
+    assert lines[-1] == "TINY: 1.613 s summed" and not any(x.startswith("note:") for x in lines)
+    r = run_cli("top", SAMPLE / "profile.pkl", "--host", "--device", "NULL")
+    assert r.returncode == 1 and "no spans on host track 'NULL' (tracks: TINY, USER)" in r.stderr
+    wide = run_cli("top", SAMPLE / "profile.pkl", "--wide").stdout.splitlines()
+    assert wide[1].split()[6:10] == ["median", "p90", "min", "max"] and max(map(len, wide)) > tables.WIDTH
+    # a long name is cut in its middle, keeping its program key, so that the row fits
+    key = "ab" * 16
+    name = "r_" + "_".join(["1024"] * 30)
+    events = [tf.span("NULL", name, 1.0 + i, 1.5 + i, profile_key=bytes.fromhex(k))
+              for i, k in enumerate((key, key[::-1]))]
+    (tmp_path / "p.pkl").write_bytes(tf.profile(*events))
+    lines = run_cli("top", tmp_path / "p.pkl").stdout.splitlines()
+    assert max(map(len, lines)) <= tables.WIDTH and lines[2].split()[1].startswith("r_1024_1024")
+    assert "…" in lines[2] and f"[{key[:8]}]" in lines[2]
+    whole = run_cli("top", tmp_path / "p.pkl", "--wide").stdout
+    assert f"{name} [{key[:8]}]" in whole
+
+
+def test_rates_come_from_the_launches_work_not_their_rounded_rates():
+    """A 52 ms launch of 10,000 FLOPs: 0.000192 GFLOPS, which its rounded rate (0.0) would show as 0."""
+    tl = Timeline("t")
+    q = tl.add_track("CPU", tl.add_track("CPU", None, "group", Role.DEVICE), "slice", Role.QUEUE)
+    for i, (dur, work) in enumerate(((52_000_000, (1e4, 4e4, None)), (8_000_000, None))):
+        q.ts.append(i * 10**8)
+        q.dur.append(dur)
+        q.names.append(tl.intern("E_4"))
+        q.args[i] = {"GFLOPS": 0.0, "GB/s mem": 0.001}
+        if work is not None:
+            q.work[i] = work
+    (k,) = kernel_table(tl).kernels
+    # over all 60 ms, as viz.cli -t: the second launch (no work, its rounded rates) adds 0 and 0.001 GB/s × 8 ms
+    assert k.gflops == pytest.approx(1e4 / 60e6) and k.gbs == pytest.approx((4e4 + 0.001 * 8e6) / 60e6)
+    assert k.gbs_lds is None
+    row = tables.as_text(vizexport.analysis.KernelTable([k], {"CPU": k.total_ns})).splitlines()[2]
+    assert row.split()[8:11] == ["0.000167", "0.0008", "-"]
+
+
+def test_note_says_why_launches_are_missing(tmp_path: Path):
+    from .answers import unpack
+    prof, rewrites = unpack("0.14.0-cpu-sym", tmp_path)
+    r = run_cli("top", prof, rewrites)
+    assert r.returncode == 0 and r.stdout.splitlines()[0] == "0 kernels, 0 launches"
+    assert r.stdout.splitlines()[-1] == ("note: not timed on the device: launches the host made (exec events: CPU 12); "
+                                         "tinygrad 0.14.0 times CPU kernels only on its HCQ2 path (run with HCQ2=1)")
+    (tmp_path / "host.pkl").write_bytes(tf.profile(tf.span("TINY", "schedule", 1.0, 2.0)))
+    r = run_cli("top", tmp_path / "host.pkl")
+    assert r.stdout.splitlines()[-1] == "note: no device launches: the profile holds no work timed on a device"
+    assert "note:" not in run_cli("top", SAMPLE / "profile.pkl").stdout

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from ..devices import natural
-from ..text import lines, shown
+from ..text import NAME_CHARS, lines, shown
 from ..units import duration_text
 from .top import BY_NAME, KernelStats, KernelTable
 
@@ -91,8 +91,9 @@ def table_text(rows: list[KernelStats], layout: Layout) -> list[str]:
     dw = max([len(layout.first), *map(len, devs)])
     dw = dw if layout.wide else min(dw, DEVICE_MAX)
     cats = [k.category for k in rows] if layout.category else []
-    fixed = sum(c.width + 1 for c in layout.cols) + (2 + max(map(len, cats), default=0) if cats else 0)
-    labels = [shown(k.label) for k in rows]
+    fixed = sum(c.width + 1 for c in layout.cols) + (2 + max(map(len, [*cats, "category"])) if cats else 0)
+    # whole (fit cuts them, keeping a program key) unless wide: then at most text.NAME_CHARS of a name
+    labels = [shown(k.label, NAME_CHARS if layout.wide else None) for k in rows]
     longest = max([len(layout.second), *map(len, labels)])
     nw = longest if layout.wide else max(NAME_MIN, min(longest, WIDTH - dw - 1 - fixed))
     head = f"{layout.first:{dw}} {layout.second:{nw}}" + "".join(f" {c.header:>{c.width}}" for c in layout.cols)
