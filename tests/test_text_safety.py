@@ -85,7 +85,8 @@ def run_cli(*args: object) -> SimpleNamespace:
 def _commands(f: dict) -> dict[str, list]:
     d = f["dir"]
     return {
-        "top": ["top", f["p"], f["r"]], "top-wide": ["top", f["p"], f["r"], "--wide"], "top-between": ["top", f["p"], "--between", *MARKERS],
+        "top": ["top", f["p"], f["r"]], "top-wide": ["top", f["p"], f["r"], "--wide"],
+        "top-between": ["top", f["p"], "--between", *MARKERS],
         "top-bad-device": ["top", f["p"], "--device", "nope"], "info": ["info", f["p"], f["r"]],
         "show": ["show", f["r"], "-s", "0"], "show-rewrite": ["show", f["r"], "-s", "0", "-i", "0"],
         "show-json": ["show", f["r"], "-s", "0", "--json"],
