@@ -221,11 +221,11 @@ class Top(Writer):
             what, known = ("spans on host track", "tracks") if table.host else ("launches on device", "devices")
             raise InputError(f"{run.need_profile().path}: no {what} {device!r} ({known}: "
                              f"{', '.join(map(shown, table.devices)) or 'none'})")
+        note = launches_note(run.need_profile(), table)
         if self.fmt == "json":
-            return tables.as_json(table, rows) + "\n"
+            return tables.as_json(table, rows, note) + "\n"
         if self.fmt == "csv":
             return tables.as_csv(table, rows)
-        note = launches_note(run.need_profile(), table)
         text = tables.as_text(table, TOP_TEXT_ROWS if rows is None else rows, view.color, view.wide)
         return text + "\n" + (f"note: {note}\n" if note else "")
 

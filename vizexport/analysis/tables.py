@@ -153,14 +153,15 @@ def _row(k: KernelStats) -> dict:
     return {f: d[f] for f in FIELDS}
 
 
-def as_json(table: KernelTable, n: int | None = None) -> str:
+def as_json(table: KernelTable, n: int | None = None, note: str | None = None) -> str:
+    """The table as JSON; `note`: why launches are missing (top.launches_note), or None."""
     rows, other = table.top(n)
     out = {"between": None if table.markers is None else {"start": table.markers[0], "end": table.markers[1],
                                                           "start_ns": table.window[0], "end_ns": table.window[1]},
            "by": table.by, "host": table.host, "device_ns": table.device_ns, "kernels": [_row(k) for k in rows],
            "other": None if other is None else {"launches": other.launches, "total_ns": other.total_ns,
                                                 "kernels": len(table.kernels) - len(rows)},
-           "batches": [_row(k) for k in table.batches], "batch_ns": table.batch_ns}
+           "batches": [_row(k) for k in table.batches], "batch_ns": table.batch_ns, "note": note}
     return json.dumps(out, indent=1, allow_nan=False)
 
 
