@@ -227,7 +227,8 @@ class Top(Writer):
         if self.fmt == "csv":
             return tables.as_csv(table, rows)
         text = tables.as_text(table, TOP_TEXT_ROWS if rows is None else rows, view.color, view.wide)
-        return text + "\n" + (f"note: {note}\n" if note else "")
+        notes = tables.prose(f"note: {note}", view.wide) if note else []
+        return "\n".join([text, *notes]) + "\n"
 
 
 class Info(Writer):

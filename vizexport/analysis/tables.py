@@ -8,6 +8,7 @@ import csv
 import io
 import json
 import math
+import textwrap
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
@@ -115,15 +116,20 @@ def as_text(table: KernelTable, n: int | None = None, color: bool = False, wide:
         layout = Layout("track", "span", columns(wide, False, "spans"), False, wide, color)
     else:
         layout = Layout("device", "kernel", columns(wide), True, wide, color)
-    out = [_title(table), *table_text(rows + ([other] if other is not None else []), layout)]
+    out = [*prose(_title(table), wide), *table_text(rows + ([other] if other is not None else []), layout)]
     what = "summed" if table.host else "busy"
     out += [f"{dim}{shown(d)}: {duration_text(ns)} {what}{reset}" for d, ns in _by_device(table.device_ns)]
     if table.batches:
         runs = sum(k.launches for k in table.batches)
-        out += ["", f"JIT graph batches: {_count(runs, 'run')} (each entry is a launch of its device above too: not "
-                "counted again)"]
+        out += ["", *prose(f"JIT graph batches: {_count(runs, 'run')} (each entry is a launch of its device above too: "
+                           "not counted again)", wide)]
         out += table_text(table.batches, Layout("graph", "batch", columns(wide, False, "runs"), False, wide, color))
     return lines("\n".join(out))
+
+
+def prose(text: str, wide: bool = False) -> list[str]:
+    """A sentence as lines of at most WIDTH columns (one line if wide), later ones indented."""
+    return [text] if wide else textwrap.wrap(text, WIDTH, subsequent_indent="  ", break_on_hyphens=False)
 
 
 def _count(n: int, what: str) -> str:
