@@ -60,7 +60,7 @@ def test_between_adds_only_the_markers():
     run = Run.of(prof, log, answers=AnswerOptions(between=pair))
     table = run.kernel_table
     assert to_json(table) == to_json(kernel_table(vizexport.build_timeline(prof, log), log.contexts, pair))
-    assert sum(k.launches for k in table.kernels) == 12
+    assert sum(k.launches for k in table.kernels + table.batches) == 12
     (stage,) = run._stages.values()
     assert {t.role for t in stage.tracks} == DEVICE_ROLES | {Role.MARKERS}
 

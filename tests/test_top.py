@@ -17,7 +17,9 @@ import pytest
 import vizexport
 from vizexport.analysis import kernel_table, tables
 from vizexport.analysis.top import launch_tracks
+from vizexport.timeline import Role, Timeline
 
+from . import tinyfake as tf
 from .conftest import FIXTURES, ROOT, run_cli
 from .test_corpus import COMPARE, SETS
 
@@ -49,9 +51,10 @@ def viewer_totals(tracks: dict, window: tuple[float, float] | None = None) -> di
 
 
 def top_totals(table: vizexport.analysis.KernelTable) -> dict:
-    """(device, name) → [launches, Σ dur µs], programs of one name summed as the viewer sums them."""
+    """(device, name) → [launches, Σ dur µs], programs of one name summed as the viewer sums them (JIT graph batches
+    too: the viewer draws them on their graph track)."""
     out: dict = defaultdict(lambda: [0, 0.0])
-    for k in table.kernels:
+    for k in table.kernels + table.batches:
         out[(k.device, k.name)][0] += k.launches
         out[(k.device, k.name)][1] += k.total_ns / 1e3
     return dict(out)
@@ -100,7 +103,8 @@ def test_totals_equal_the_release_viewer_on_the_sample():
                                    vizexport.load_rewrites(SAMPLE / "rewrites.pkl"))
     assert_same_totals(viewer_totals(EXPECTED["sample/profile.pkl"]["tracks"]), top_totals(table))
     assert [(k.device, k.label, k.launches) for k in table.kernels[:3]] == [
-        ("NULL Graph", "batched 5", 3), ("NULL", "E_4_4 [ff2977df]", 4), ("NULL:1:SDMA:0", "NULL:1 -> NULL", 4)]
+        ("NULL", "E_4_4 [ff2977df]", 4), ("NULL:1:SDMA:0", "NULL:1 -> NULL", 4), ("NULL", "E_4_4 [50e19497]", 4)]
+    assert [(k.device, k.label, k.launches, k.share) for k in table.batches] == [("NULL Graph", "batched 5", 3, 100)]
 
 
 # ---- --between ----
@@ -159,7 +163,7 @@ def test_between_bounds_are_inclusive_and_by_start():
     a, b = table.window
     starts = [(t, i) for t in launch_tracks(tl) for i in range(len(t)) if t.dur[i] > 0]
     inside = [(t, i) for t, i in starts if a <= t.ts[i] <= b]
-    assert sum(k.launches for k in table.kernels) == len(inside) == 12
+    assert sum(k.launches for k in table.kernels + table.batches) == len(inside) == 12
     # moving the window's end onto a launch's start keeps it; one ns earlier drops it
     t, i = max(inside, key=lambda x: x[0].ts[x[1]])
     tl_markers = next(m for m in tl.tracks if m.name == "Markers")
@@ -167,7 +171,8 @@ def test_between_bounds_are_inclusive_and_by_start():
     j = list(tl_markers.names).index(end)
     for shift, kept in ((t.ts[i] - b, 12), (t.ts[i] - b - 1, 11)):
         tl_markers.ts[j] = b + shift
-        assert sum(k.launches for k in kernel_table(tl, between=("jit step 1", "jit step 3")).kernels) == kept
+        kept_table = kernel_table(tl, between=("jit step 1", "jit step 3"))
+        assert sum(k.launches for k in kept_table.kernels + kept_table.batches) == kept
     tl_markers.ts[j] = b
 
 
@@ -191,18 +196,20 @@ def test_statistics_of_each_kernel_are_those_of_its_launches():
             if t.dur[i] > 0:
                 args = t.args.get(i, {})
                 durs[(t.name, args.get("profile_key") or tl.strings[t.names[i]])].append(t.dur[i])
-    assert len(table.kernels) == len(durs) == 9
-    for k in table.kernels:
+    assert len(table.kernels) + len(table.batches) == len(durs) == 9 and len(table.batches) == 1
+    for k in table.kernels + table.batches:
         d = np.array(durs[(k.device, k.program or k.name)])
         assert (k.launches, k.total_ns, k.min_ns, k.max_ns) == (len(d), d.sum(), d.min(), d.max())
         assert k.median_ns == np.median(d) and k.p90_ns == np.percentile(d, 90) and k.mean_ns == d.mean()
     by_dev: dict = defaultdict(float)
-    for k in table.kernels:
+    for k in table.kernels + table.batches:
         by_dev[k.device] += k.share
-    assert all(v == pytest.approx(100) for v in by_dev.values())
+    assert all(v == pytest.approx(100) for v in by_dev.values()) and "NULL Graph" not in table.device_ns
     r = next(k for k in table.kernels if k.name == "r_32_32_32")
-    assert (r.category, round(r.gflops, 1), round(r.gbs, 2)) == ("reduce", 24.9, 1.56)  # tinygrad -t: 25, 2
-    assert {k.category for k in table.kernels} == {"graph batch", "elementwise", "copy", "reduce"}
+    # tinygrad -t: 25 GFLOPS, 2 GB/s mem, 50 GB/s lds
+    assert (r.category, round(r.gflops, 1), round(r.gbs, 2), round(r.gbs_lds, 1)) == ("reduce", 24.9, 1.56, 49.9)
+    assert {k.category for k in table.kernels} == {"elementwise", "copy", "reduce"}
+    assert {k.category for k in table.batches} == {"graph batch"}
 
 
 def test_device_filter_and_rows():
@@ -211,9 +218,9 @@ def test_device_filter_and_rows():
     assert {k.device for k in vizexport.kernel_table(prof, device="NULL:1:SDMA:0").kernels} == {"NULL:1:SDMA:0"}
     table = vizexport.kernel_table(prof)
     rows, other = table.top(3)
-    assert len(rows) == 3 and other.launches == sum(k.launches for k in table.kernels[3:]) == 16
+    assert len(rows) == 3 and other.launches == sum(k.launches for k in table.kernels[3:]) == 12
     r = run_cli("top", SAMPLE / "profile.pkl", "--device", "AMD")
-    assert r.returncode == 1 and "no launches on device 'AMD' (devices: NULL, NULL Graph" in r.stderr
+    assert r.returncode == 1 and "no launches on device 'AMD' (devices: NULL, NULL:1, NULL:1:SDMA:0" in r.stderr
 
 
 def test_cli_text_json_csv():
@@ -221,17 +228,26 @@ def test_cli_text_json_csv():
     text = run_cli("top", *args, "-n", "4")
     assert text.returncode == 0 and "\x1b[" not in text.stdout  # piped: no ANSI codes
     lines = text.stdout.splitlines()
-    assert lines[0] == "9 kernels, 27 launches" and lines[1].split()[:4] == ["device", "kernel", "total", "launches"]
-    assert lines[3].startswith("NULL          E_4_4 [ff2977df]                   19.72us        4  41.76%")
-    assert lines[6].split()[:3] == ["Other", "46.82us", "12"]  # 17.57 + 17.01 + 6.73 + 2.80 + 2.71 µs
+    assert lines[0] == "8 kernels, 24 launches" and lines[1].split()[:4] == ["device", "kernel", "total", "launches"]
+    # 16 FLOPs a launch over 4.930 µs on average: 0.00325 GFLOPS (from the launches' rates rounded, 0.00295)
+    assert lines[2] == ("NULL          E_4_4 [ff2977df]  19.720 µs        4  41.76%   4.930 µs  0.00325    0.026"
+                        "    0.026  elementwise")
+    assert lines[6].split()[:4] == ["Other", "29.258", "µs", "8"]  # 17.012 + 6.729 + 2.803 + 2.714 µs
+    assert lines[-3:] == ["JIT graph batches: 3 runs (each entry is a launch of its device above too: not counted "
+                          "again)",
+                          "graph      batch                 total runs   share       mean",
+                          "NULL Graph batched 5         30.000 µs    3 100.00%  10.000 µs"]
+    assert max(map(len, lines)) <= tables.WIDTH
     data = json.loads(run_cli("top", *args, "--json").stdout)
-    assert len(data["kernels"]) == 9 and data["other"] is None
+    assert len(data["kernels"]) == 8 and data["other"] is None and len(data["batches"]) == 1
     assert sum(k["total_ns"] for k in data["kernels"] if k["device"] == "NULL") == data["device_ns"]["NULL"]
     rows = list(csv.DictReader(io.StringIO(run_cli("top", *args, "--csv").stdout)))
-    assert [r["name"] for r in rows] == [k["name"] for k in data["kernels"]]
+    assert [r["name"] for r in rows] == [k["name"] for k in data["kernels"] + data["batches"]]
+    rows = rows[:-1]  # the batch
     assert rows[-1]["gflops"] and math.isclose(float(rows[-1]["gflops"]), data["kernels"][-1]["gflops"])
     between = json.loads(run_cli("top", *args, "--json", "--between", "jit step 1", "jit step 3").stdout)
-    assert between["between"]["start"] == "jit step 1" and sum(k["launches"] for k in between["kernels"]) == 12
+    assert between["between"]["start"] == "jit step 1"
+    assert sum(k["launches"] for k in between["kernels"] + between["batches"]) == 12
 
 
 def test_text_colours_only_when_asked():
@@ -259,3 +275,80 @@ def test_each_kernel_finds_the_program_that_made_it(key: str):
     row = next(k for k in vizexport.kernel_table(prof, log).kernels if (k.device, k.program, k.name) == (
         kernels[0].device, kernels[0].program, kernels[0].name))
     assert row.category == "matmul (tensor cores)"
+
+
+# ---- --by name, --host, --wide, widths, rates from totals, the untimed note ----
+
+def test_by_name_sums_a_names_programs_and_host_lists_the_host_spans():
+    prof, log = vizexport.load_profile(SAMPLE / "profile.pkl"), vizexport.load_rewrites(SAMPLE / "rewrites.pkl")
+    by_program = kernel_table(vizexport.build_timeline(prof, log), log.contexts)
+    by_name = kernel_table(vizexport.build_timeline(prof, log), log.contexts, by="name")
+    null = [k for k in by_program.kernels if (k.device, k.name) == ("NULL", "E_4_4")]
+    (e44,) = [k for k in by_name.kernels if (k.device, k.name) == ("NULL", "E_4_4")]
+    assert len(null) == 2 and e44.program is None and e44.label == "E_4_4"
+    assert e44.launches == sum(k.launches for k in null) == 8 and e44.total_ns == sum(k.total_ns for k in null)
+    assert e44.share == pytest.approx(sum(k.share for k in null))
+    host = kernel_table(vizexport.build_timeline(prof, log), host=True)
+    assert host.host and not host.batches and set(host.device_ns) == {"TINY", "USER"}
+    first = host.kernels[0]
+    assert (first.device, first.name, first.launches) == ("USER", "realize", 12)
+    with pytest.raises(ValueError, match="no grouping 'kernel'"):
+        kernel_table(vizexport.build_timeline(prof, log), by="kernel")
+
+
+def test_cli_host_wide_and_widths(tmp_path: Path):
+    text = run_cli("top", SAMPLE / "profile.pkl", "--host", "--device", "TINY", "-n", "2")
+    lines = text.stdout.splitlines()
+    assert text.returncode == 0 and lines[0].startswith("95 host span names, 539 spans (nested spans count whole")
+    assert lines[2].split()[:5] == ["TINY", "do_to_program", "for", "r_32_32_32", "273.021"]
+    assert lines[-1] == "TINY: 1.613 s summed" and not any(x.startswith("note:") for x in lines)
+    r = run_cli("top", SAMPLE / "profile.pkl", "--host", "--device", "NULL")
+    assert r.returncode == 1 and "no spans on host track 'NULL' (tracks: TINY, USER)" in r.stderr
+    wide = run_cli("top", SAMPLE / "profile.pkl", "--wide").stdout.splitlines()
+    assert wide[1].split()[6:10] == ["median", "p90", "min", "max"] and max(map(len, wide)) > tables.WIDTH
+    # a long name is cut in its middle, keeping its program key, so that the row fits
+    key = "ab" * 16
+    name = "r_" + "_".join(["1024"] * 30)
+    events = [tf.span("NULL", name, 1.0 + i, 1.5 + i, profile_key=bytes.fromhex(k))
+              for i, k in enumerate((key, key[::-1]))]
+    (tmp_path / "p.pkl").write_bytes(tf.profile(*events))
+    lines = run_cli("top", tmp_path / "p.pkl").stdout.splitlines()
+    assert max(map(len, lines)) <= tables.WIDTH and lines[2].split()[1].startswith("r_1024_1024")
+    assert "…" in lines[2] and f"[{key[:8]}]" in lines[2]
+    whole = run_cli("top", tmp_path / "p.pkl", "--wide").stdout
+    assert f"{name} [{key[:8]}]" in whole
+
+
+def test_rates_come_from_the_launches_work_not_their_rounded_rates():
+    """A 52 ms launch of 10,000 FLOPs: 0.000192 GFLOPS, which its rounded rate (0.0) would show as 0."""
+    tl = Timeline("t")
+    q = tl.add_track("CPU", tl.add_track("CPU", None, "group", Role.DEVICE), "slice", Role.QUEUE)
+    for i, (dur, work) in enumerate(((52_000_000, (1e4, 4e4, None)), (8_000_000, None))):
+        q.ts.append(i * 10**8)
+        q.dur.append(dur)
+        q.names.append(tl.intern("E_4"))
+        q.args[i] = {"GFLOPS": 0.0, "GB/s mem": 0.001}
+        if work is not None:
+            q.work[i] = work
+    (k,) = kernel_table(tl).kernels
+    # over all 60 ms, as viz.cli -t: the second launch (no work, its rounded rates) adds 0 and 0.001 GB/s × 8 ms
+    assert k.gflops == pytest.approx(1e4 / 60e6) and k.gbs == pytest.approx((4e4 + 0.001 * 8e6) / 60e6)
+    assert k.gbs_lds is None
+    row = tables.as_text(vizexport.analysis.KernelTable([k], {"CPU": k.total_ns})).splitlines()[2]
+    assert row.split()[8:11] == ["0.000167", "0.0008", "-"]
+
+
+def test_note_says_why_launches_are_missing(tmp_path: Path):
+    from .answers import unpack
+    prof, rewrites = unpack("0.14.0-cpu-sym", tmp_path)
+    r = run_cli("top", prof, rewrites)
+    assert r.returncode == 0 and r.stdout.splitlines()[0] == "0 kernels, 0 launches"
+    assert json.loads(run_cli("top", prof, rewrites, "--json").stdout)["note"].endswith("(run with HCQ2=1)")
+    lines = r.stdout.splitlines()
+    assert lines[-2:] == ["note: not timed on the device: launches the host made (exec events: CPU 12); tinygrad "
+                          "0.14.0 times CPU kernels only on", "  its HCQ2 path (run with HCQ2=1)"]
+    assert max(map(len, lines)) <= tables.WIDTH
+    (tmp_path / "host.pkl").write_bytes(tf.profile(tf.span("TINY", "schedule", 1.0, 2.0)))
+    r = run_cli("top", tmp_path / "host.pkl")
+    assert r.stdout.splitlines()[-1] == "note: no device launches: the profile holds no work timed on a device"
+    assert "note:" not in run_cli("top", SAMPLE / "profile.pkl").stdout

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from ._version import __version__
+from .analysis import tables
+from .analysis.top import BY_PROGRAM, GROUPINGS
 from .errors import InputError
 from .forks import discard_prepared, prepare, stop_all
 from .gcpause import gc_paused
@@ -45,7 +47,7 @@ LATEST = "none: tinygrad's latest pickles, where it writes them"
 USAGE = """vizexport PROFILE.pkl [REWRITES.pkl] -o OUT.pftrace|OUT.pftrace.gz|OUT.json|OUT.json.gz [--flavor kineto]
        vizexport [PROFILE.pkl] [REWRITES.pkl] -o OUTDIR/ [--baseline BASE.pkl]  (static site; rewrites alone: SVGs)
        vizexport info [FILE...] [--json]
-       vizexport top [PROFILE.pkl [REWRITES.pkl]] [--json|--csv] [--between MARKER_A MARKER_B] [--device D] [-n N]
+       vizexport top [PROFILE.pkl [REWRITES.pkl]] [--json|--csv] [--by name] [--host] [--wide] [--between A B] [-n N]
        vizexport show [REWRITES.pkl] [-s CONTEXT [-i REWRITE]] [--json]
        vizexport report [PROFILE.pkl [REWRITES.pkl]] [-o REPORT.html|.json|.md]
        vizexport diff BASE.pkl PR.pkl [-o DIFF.html|.json|.md] [--fail-if-slower PCT]
@@ -187,9 +189,11 @@ def _seconds(text: str) -> float:
 
 def _top_parser(sub: Any) -> None:
     top = sub.add_parser("top", help="per kernel program and device: launches, time statistics, share, GFLOPS, "
-                         "GB/s, category", description="The kernels that took the time, longest total first. "
-                         "Durations are those of the device's own slices (as tinygrad's viewer draws them); GFLOPS "
-                         "and GB/s are achieved rates from the rewrites trace's estimates, weighted by time.")
+                         "GB/s, category", description="The kernels that took the time, longest total first, as "
+                         "tinygrad's `viz.cli -t` sums them. Durations are those of the device's own slices (as "
+                         "tinygrad's viewer draws them); GFLOPS and GB/s are achieved rates from the rewrites trace's "
+                         "estimates, weighted by time. JIT graph batches are listed apart (their entries are "
+                         "launches of their devices too).")
     top.add_argument("inputs", nargs="*", type=Path, metavar="PICKLE", help="a profile.pkl, optionally with its "
                      f"rewrites.pkl (estimates and UOps for the categories); {LATEST}")
     fmt = top.add_mutually_exclusive_group()
@@ -199,9 +203,15 @@ def _top_parser(sub: Any) -> None:
                      "after the first marker named MARKER_A and at or before the first named MARKER_B (as tinygrad's "
                      "viz.cli --interval); a launch may end after MARKER_B")
     top.add_argument("--device", metavar="D", help="only this device string (NULL:1, AMD:SDMA:0) or root device "
-                     "(AMD: its queue and copy engines)")
+                     "(AMD: its queue and copy engines); with --host, a host track (TINY, USER, GC)")
+    top.add_argument("--by", choices=GROUPINGS, default=BY_PROGRAM, help="a row per program (default: a name's "
+                     "programs apart, labelled with their keys) or per name, as tinygrad's viz.cli -t")
+    top.add_argument("--host", action="store_true", help="the host's spans (TINY: compiler, USER: Tensor calls, GC) "
+                     "per name instead of device launches, as viz.cli -t lists them")
     top.add_argument("-n", type=int, metavar="N", help="the N longest kernels and one row for the rest (default: 20 "
                      "as text, all for --json/--csv; -1: all)")
+    top.add_argument("--wide", action="store_true", help="text: median, p90, min and max too, and whole names, "
+                     f"however wide (default: at most {tables.WIDTH} columns)")
     _common(top)
 
 
@@ -426,8 +436,9 @@ def use_color() -> bool:
 
 def cmd_top(args: argparse.Namespace) -> int:
     run = Run(tuple(args.inputs), load=LoadOptions(args.tinygrad_version),
-              answers=AnswerOptions(between=tuple(args.between) if args.between else None, device=args.device),
-              view=ViewOptions(args.n, use_color()))
+              answers=AnswerOptions(between=tuple(args.between) if args.between else None, device=args.device,
+                                    by=args.by, host=args.host),
+              view=ViewOptions(args.n, use_color(), args.wide))
     emit("top", classify("top", None, "json" if args.json else "csv" if args.csv else TEXT), run)
     return 0
 

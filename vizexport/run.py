@@ -33,7 +33,7 @@ from .summary import Summary, summarize
 from .timeline import Timeline
 from .tinygrad import load_any
 from .tinygrad.replay import step_graphs
-from .tinygrad.timeline import ALL_STAGES, CALLSTACKS, GRAPH_FLOWS, MARKERS, build_timeline
+from .tinygrad.timeline import ALL_STAGES, CALLSTACKS, GRAPH_FLOWS, HOST_SPANS, MARKERS, build_timeline
 from .windows import WINDOW_EVENTS
 
 TOP_STAGES = frozenset()  # the kernel table reads device tracks only (and markers, for --between)
@@ -60,12 +60,15 @@ class AnswerOptions:
     min_effect: float = MIN_EFFECT  # a smaller change of the median is never significant (a fraction)
     between: tuple[str, str] | None = None  # `top`: launches starting between the first markers of these names
     device: str | None = None  # `top`: only this device string or root device
+    by: str = "program"  # `top`: a row per program key ("program") or per name as tinygrad's viz.cli -t ("name")
+    host: bool = False  # `top`: the host's spans (TINY, USER, GC) instead of device launches
 
 
 @dataclass(frozen=True)
 class ViewOptions:
     rows: int | None = None  # `top`: the longest N kernels and one row for the rest (None: the format's default)
     color: bool = False  # ANSI colours in text for a terminal
+    wide: bool = False  # `top` as text: every statistic and whole names, however wide
 
 
 @dataclass(eq=False)
@@ -263,6 +266,6 @@ class Run:
     def kernel_table(self) -> KernelTable:
         """`vizexport top`'s table, from the device tracks (and markers for `between`) only."""
         a, log = self.answers, self.rewrites
-        tl = self.stage(TOP_STAGES | {MARKERS} if a.between else TOP_STAGES)
-        return kernel_table(tl, log.contexts if log is not None else None, a.between, a.device)
+        tl = self.stage(TOP_STAGES | ({MARKERS} if a.between else set()) | ({HOST_SPANS} if a.host else set()))
+        return kernel_table(tl, log.contexts if log is not None else None, a.between, a.device, a.by, a.host)
 

@@ -46,6 +46,8 @@ ARG_METADATA = "metadata"  # what led to the launch or span (tinygrad: Tensor ca
 ARG_TB = "tb"  # a host span's Python traceback: "file:line function\n    code" per frame, innermost first
 ARG_LAUNCH_LATENCY = "launch latency"  # ns from the host launch (its exec event) to the device work's start
 
+Work = tuple[float | None, float | None, float | None]  # a launch's estimated FLOPs, memory bytes and LDS bytes
+
 # Trace-level metadata keys (Timeline.metadata), besides `device <name>` entries (the device's properties as JSON).
 META_NAME = "trace name"
 META_RELEASE = "tinygrad release"
@@ -86,6 +88,8 @@ class Track:
     flows_out: dict[int, list[int]] = field(default_factory=dict)  # event index → flow ids it starts
     flows_in: dict[int, list[int]] = field(default_factory=dict)  # event index → flow ids it ends
     stacks: dict[int, int] = field(default_factory=dict)  # event index → its callstack (index into Timeline.stacks)
+    work: dict[int, Work] = field(default_factory=dict)  # launch index → its estimated work, unrounded (analyses
+    # sum it; the args' rates are rounded for display)
 
     def __len__(self) -> int:
         return len(self.ts)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .analysis import tables
+from .analysis.top import launches_note
 from .errors import InputError
 from .forks import stopping_on_error
 from .gcpause import gc_paused
@@ -217,15 +218,19 @@ class Top(Writer):
         self.fmt = fmt
 
     def write(self, run: Run, target: Target, progress: Progress | None = None) -> str:
-        table, device, rows = run.kernel_table, run.answers.device, run.view.rows
+        table, device, rows, view = run.kernel_table, run.answers.device, run.view.rows, run.view
         if device and not table.device_ns and device not in table.devices:
-            raise InputError(f"{run.need_profile().path}: no launches on device {device!r} (devices: "
+            what, known = ("spans on host track", "tracks") if table.host else ("launches on device", "devices")
+            raise InputError(f"{run.need_profile().path}: no {what} {device!r} ({known}: "
                              f"{', '.join(map(shown, table.devices)) or 'none'})")
+        note = launches_note(run.need_profile(), table)
         if self.fmt == "json":
-            return tables.as_json(table, rows) + "\n"
+            return tables.as_json(table, rows, note) + "\n"
         if self.fmt == "csv":
             return tables.as_csv(table, rows)
-        return tables.as_text(table, TOP_TEXT_ROWS if rows is None else rows, run.view.color) + "\n"
+        text = tables.as_text(table, TOP_TEXT_ROWS if rows is None else rows, view.color, view.wide)
+        notes = tables.prose(f"note: {note}", view.wide) if note else []
+        return "\n".join([text, *notes]) + "\n"
 
 
 class Info(Writer):

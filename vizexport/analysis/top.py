@@ -1,33 +1,39 @@
-"""The kernel table of `vizexport top`: per kernel program and device, launches and duration statistics, share of
-the device's time, achieved GFLOPS and GB/s, and the kind of work (categories).
+"""The kernel table of `vizexport top`: per kernel program (or name, `--by name`) and device, launches and duration
+statistics, share of the device's time, achieved GFLOPS and GB/s, and the kind of work (categories).
 
 A kernel program is its `profile_key` where the profile has one (0.14+), else its name; a device is a tinygrad device
 string (`NULL`, `NULL:1`, `AMD:SDMA:0`). Launches are the slices with a duration (as tinygrad's viewer draws them)
-of device queue and copy-engine tracks, and of `<device> Graph` tracks: a JIT graph batch (`batched N`) is a row of
-that track, as in tinygrad's `viz.cli -t`, with a share of that track's time (its entries are rows of their own
-device too, so the batches are kept out of the device's share).
+of device queue and copy-engine tracks. JIT graph batches (`batched N` on a `<device> Graph` track) are a table of
+their own: each entry of a batch is a launch of its device too, so a batch among the kernels would count its time
+twice and take a share of a track that is not the device's. `--host` tables the host's spans (TINY, USER, GC)
+instead, as tinygrad's `viz.cli -t` lists them: nested spans each count whole, so a track's shares are of the sum.
 """
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..errors import InputError
-from ..records import Context
-from ..timeline import Role, Timeline
-from .launches import Runs, by_total, device_ns, group_launches, labels, launch_tracks
+from ..records import Context, Profile
+from ..timeline import ARG_GBS_LDS, ARG_GBS_MEM, ARG_GFLOPS, Role, Timeline, Track
+from .launches import DEVICE_ROLES, Runs, by_total, device_ns, group_launches, labels, launch_tracks
 from .programs import ProgramIndex
 
 P90 = 90  # the high percentile shown (numpy's default linear interpolation between launches)
+BY_PROGRAM, BY_NAME = "program", "name"  # rows per program key (a name's programs apart), or per name as tinygrad
+GROUPINGS = (BY_PROGRAM, BY_NAME)
+RATE_ARGS = (ARG_GFLOPS, ARG_GBS_MEM, ARG_GBS_LDS)
+HCQ2_RELEASES = frozenset(("0.14.0", "master"))  # their CPU device times its kernels only on the HCQ2=1 path
 
 
 @dataclass
 class KernelStats:
     name: str
     device: str
-    program: str | None  # the program's key (hex), where the profile has one
+    program: str | None  # the program's key (hex), where the profile has one and rows are by program
     label: str  # the name, with the program's short key where several programs on the device share it
     category: str
     launches: int
@@ -38,8 +44,9 @@ class KernelStats:
     min_ns: int
     max_ns: int
     share: float  # % of the device's time (the sum of its launches' durations)
-    gflops: float | None  # achieved, time-weighted over the launches that have estimates
-    gbs: float | None
+    gflops: float | None  # achieved: Σ rate × duration over the launches with estimates / Σ duration of all
+    gbs: float | None  # memory GB/s, alike
+    gbs_lds: float | None = None  # local (shared) memory GB/s, alike
 
 
 @dataclass
@@ -49,6 +56,10 @@ class KernelTable:
     window: tuple[int, int] | None = None  # (start, end) ns of --between: launches starting inside, ends included
     markers: tuple[str, str] | None = None
     devices: list[str] = field(default_factory=list)  # every device with launches, before --device
+    batches: list[KernelStats] = field(default_factory=list)  # JIT graph batches, longest total first
+    batch_ns: dict[str, int] = field(default_factory=dict)  # per graph track: the sum of its batches' durations
+    by: str = BY_PROGRAM
+    host: bool = False  # rows are the host's spans (TINY, USER, GC), not device launches
 
     def top(self, n: int | None) -> tuple[list[KernelStats], KernelStats | None]:
         """The first `n` rows (all for None or a negative n) and one row summing the rest (None if nothing is left)."""
@@ -82,22 +93,82 @@ def marker_window(tl: Timeline, start: str, end: str) -> tuple[int, int]:
 
 
 def kernel_table(tl: Timeline, contexts: Sequence[Context] | None = None, between: tuple[str, str] | None = None,
-                 device: str | None = None) -> KernelTable:
+                 device: str | None = None, by: str = BY_PROGRAM, host: bool = False) -> KernelTable:
     """The kernel table of a timeline. `contexts`: the rewrites trace's, to find each program's UOps (a WMMA makes
     a tensor-core kernel); `between`: two marker names, keeping launches that start at or after the first and at or
-    before the second; `device`: a device string or root device to keep."""
+    before the second; `device`: a device string or root device to keep; `by`: BY_PROGRAM or BY_NAME; `host`: the
+    host's spans (TINY, USER, GC; `device` one of them) instead of device launches."""
+    if by not in GROUPINGS:
+        raise ValueError(f"no grouping {by!r} (groupings: {', '.join(GROUPINGS)})")
     window = marker_window(tl, *between) if between else None
-    runs = group_launches(tl, ProgramIndex(contexts) if contexts else None, True, launch_tracks(tl, device), window)
+    programs = ProgramIndex(contexts) if contexts and not host else None
+    if host:
+        tracks = [t for t in tl.tracks if t.role == Role.HOST and t.kind == "slice"]
+        kept = [t for t in tracks if device is None or t.name == device]
+        rows, totals = _rows(tl, kept, programs, BY_NAME, window)
+        return KernelTable(rows, totals, window, between, sorted({t.name for t in tracks if len(t)}), by=by, host=True)
+    launching = launch_tracks(tl, device)
+    rows, totals = _rows(tl, [t for t in launching if t.role in DEVICE_ROLES], programs, by, window)
+    batches, batch_ns = _rows(tl, [t for t in launching if t.role == Role.GRAPH], None, BY_NAME, window)
+    all_devices = sorted({t.name for t in launch_tracks(tl) if len(t) and t.role in DEVICE_ROLES})
+    return KernelTable(rows, totals, window, between, all_devices, batches, batch_ns, by)
+
+
+def _rows(tl: Timeline, tracks: list[Track], programs: ProgramIndex | None, by: str, window: tuple[int, int] | None
+          ) -> tuple[list[KernelStats], dict[str, int]]:
+    """The rows of `tracks`' slices grouped per (track name, name[, program]), longest total first, and each track
+    name's summed time."""
+    runs = group_launches(tl, programs, by == BY_PROGRAM, tracks, window)
     totals = device_ns(runs)  # devices in the order of their first launching track
     runs.sort(key=by_total)
     names = labels([r.kernel for r in runs])
-    rows = [_stats(r, totals[r.kernel.device], label) for r, label in zip(runs, names, strict=True)]
-    all_devices = sorted({t.name for t in launch_tracks(tl) if len(t)})
-    return KernelTable(rows, totals, window, between, all_devices)
+    return [_stats(r, totals[r.kernel.device], label) for r, label in zip(runs, names, strict=True)], totals
 
 
 def _stats(r: Runs, device_ns: int, label: str) -> KernelStats:
     k, d, total = r.kernel, r.dur, r.total_ns
+    gflops, gbs, lds = _rates(r)
     return KernelStats(k.name, k.device, k.program, label, r.category, r.count, total, total / r.count,
                        float(np.median(d)), float(np.percentile(d, P90)), int(d.min()), int(d.max()),
-                       100.0 * total / device_ns if device_ns else 0.0, r.gflops, r.gbs)
+                       100.0 * total / device_ns if device_ns else 0.0, gflops, gbs, lds)
+
+
+def _rates(r: Runs) -> tuple[float | None, float | None, float | None]:
+    """GFLOPS, GB/s and LDS GB/s over all the kernel's launches, as tinygrad's `viz.cli -t` sums them: the work of the
+    launches with an estimate over the summed duration of all (FLOPs per ns are GFLOPS). From each launch's
+    unrounded work where the timeline has it, else from its rounded rates × its duration; None where no launch has
+    the figure."""
+    sums: list[float | None] = [None] * len(RATE_ARGS)
+    for track, idx in r.where:
+        for i in idx.tolist():
+            w = track.work.get(i)
+            if w is None:
+                a = track.args.get(i) or {}
+                w = tuple(a[k] * track.dur[i] if k in a else None for k in RATE_ARGS)
+            for j, x in enumerate(w):
+                if x is not None:
+                    sums[j] = (sums[j] or 0.0) + x
+    total = r.total_ns
+    g, m, lds = (None if s is None or not total else s / total for s in sums)
+    return g, m, lds
+
+
+def untimed_launches(prof: Profile, table: KernelTable) -> dict[str, int]:
+    """Per device the host launched work on (its exec events) with no launch timed on the device (whatever the
+    --between window and --device): how many exec events it has."""
+    n = Counter(pt.device for pt in prof.points if pt.kind == "exec")
+    return {d: c for d, c in sorted(n.items()) if d not in table.devices}
+
+
+def launches_note(prof: Profile, table: KernelTable) -> str | None:
+    """Why launches the host made are missing from a device table (None where none is, or for host spans)."""
+    if table.host:
+        return None
+    untimed = untimed_launches(prof, table)
+    if not untimed:
+        return None if table.devices else "no device launches: the profile holds no work timed on a device"
+    listed = ", ".join(f"{d} {n}" for d, n in untimed.items())
+    why = (f"tinygrad {prof.release.name} times CPU kernels only on its HCQ2 path (run with HCQ2=1)"
+           if prof.release.name in HCQ2_RELEASES and any(d.split(":")[0] == "CPU" for d in untimed)
+           else "the device recorded no time for them")
+    return f"not timed on the device: launches the host made (exec events: {listed}); {why}"

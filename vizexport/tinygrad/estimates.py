@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..records import Context, RewriteLog, UOpRec
-from ..timeline import ARG_GBS_LDS, ARG_GBS_MEM, ARG_GFLOPS
+from ..timeline import ARG_GBS_LDS, ARG_GBS_MEM, ARG_GFLOPS, Work
 from .flops import RELEASES as SPEC_RELEASES
 from .flops import program_estimates
 from .releases import enum_table
@@ -76,13 +76,21 @@ class Estimates:
         return self.by_key.get(profile_key if profile_key is not None or not self.by_name else name)
 
     @staticmethod
-    def rates(ctx: Context, var_vals: dict, seconds: float) -> dict[str, float]:
-        """GFLOPS and GB/s for one launch (only the figures that evaluate)."""
-        if ctx.cost is None or seconds <= 0:
-            return {}
+    def work(ctx: Context, var_vals: dict) -> Work | None:
+        """(FLOPs, memory bytes, LDS bytes) of one launch (None for a figure that does not evaluate), None without
+        estimates."""
+        if ctx.cost is None:
+            return None
         ops, lds, mem = map(_figure, ctx.cost.figures(var_vals))
-        return {label: round(v / seconds * 1e-9, 3) for label, v in ((ARG_GFLOPS, ops), (ARG_GBS_MEM, mem),
-                                                                      (ARG_GBS_LDS, lds)) if v is not None}
+        return ops, mem, lds
+
+    @staticmethod
+    def rates(work: Work | None, seconds: float) -> dict[str, float]:
+        """GFLOPS and GB/s for one launch (only the figures that evaluate), rounded for display."""
+        if work is None or seconds <= 0:
+            return {}
+        return {label: round(v / seconds * 1e-9, 3) for label, v in zip((ARG_GFLOPS, ARG_GBS_MEM, ARG_GBS_LDS), work,
+                                                                         strict=True) if v is not None}
 
 
 MAX_FIGURE = 1e30  # FLOPs or bytes of one launch: real kernels are far below, a crafted trace's may be anything

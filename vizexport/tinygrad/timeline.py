@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import bisect
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property, partial
 from itertools import chain
 from operator import attrgetter
@@ -40,6 +40,7 @@ from ..timeline import (
     Role,
     Timeline,
     Track,
+    Work,
     slice_events,
 )
 from .buffers import lifetimes
@@ -126,6 +127,7 @@ class _Columns:
     names: list[str]  # rows in order of first use
     args: np.ndarray  # dict per row (shared by the spans of a row)
     frames: list[tuple[Frame, ...] | None]  # the row's callstack, outermost frame first
+    work: dict[int, Work] = field(default_factory=dict)  # row → its launch's estimated work, where it has one
 
 
 def _sorted_spans(spans: list[Span], idx: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
@@ -326,6 +328,9 @@ class _Builder:
             rows, with_args, with_stack = c.rows[at], np.flatnonzero(has_args[at]), np.flatnonzero(stacks[at] >= 0)
             track.args = dict(zip(with_args.tolist(), c.args[rows[with_args]].tolist(), strict=True))
             track.stacks = dict(zip(with_stack.tolist(), stacks[at][with_stack].tolist(), strict=True))
+            if c.work:  # device columns: a row per span, in track order
+                track.work = dict(c.work) if n_lanes == 1 else {
+                    n: c.work[r] for n, r in enumerate(c.rows[at].tolist()) if r in c.work}
             if c.idx is not None:
                 self.placed.update((i, (track, n)) for n, i in enumerate(c.idx[at].tolist()))
 
@@ -333,16 +338,19 @@ class _Builder:
         """A device's spans: a row each (kernel args name the launch)."""
         sub, order, st, dur, lanes = _sorted_spans(self.p.spans, idx)
         at = np.array(idx)[order]
-        names, args = [], np.empty(len(sub), object)
+        names, args, work = [], np.empty(len(sub), object), {}
         for j, (s, i) in enumerate(zip(sub, at.tolist(), strict=True)):
-            name, a = self._device_name_args(s, execs)
+            name, a, w = self._device_name_args(s, execs)
             names.append(name)
             args[j] = {**a, **self.pmc[i]} if i in self.pmc else a
+            if w is not None:
+                work[j] = w
         frames = [self.parts.frames(s.key.tb) for s in sub] if CALLSTACKS in self.stages else [None] * len(sub)
-        return _Columns(at, st, dur, lanes, np.arange(len(sub), dtype=np.int32), names, args, frames)
+        return _Columns(at, st, dur, lanes, np.arange(len(sub), dtype=np.int32), names, args, frames, work)
 
-    def _device_name_args(self, s: Span, execs: list | None) -> tuple[str, dict]:
-        k, args = s.key, dict(_key_args(s.key, self.parts)[1])
+    def _device_name_args(self, s: Span, execs: list | None) -> tuple[str, dict, Work | None]:
+        """A device span's name, args and estimated work (None without an estimate)."""
+        k, args, work = s.key, dict(_key_args(s.key, self.parts)[1]), None
         dur = (s.en or s.st) - s.st
         ctx = self.est.lookup(s.profile_key, k.name) if self.est is not None else None
         if ctx is None and is_copy(s):  # a range linked to a kernel is one (0.11 flags every CPU range a copy)
@@ -350,7 +358,7 @@ class _Builder:
                 args[ARG_BYTES] = k.ret
                 if dur > 0:
                     args[ARG_GBS] = round(k.ret / dur, 3)
-            return k.name, args
+            return k.name, args, None
         name = k.name
         # the launch's variables: its exec event's, or for a JIT graph entry the batch's (as tinygrad's viewer does)
         ex = self._exec_for(execs, s.st)
@@ -366,10 +374,11 @@ class _Builder:
                 named = self._exec_for(self._named_execs(s.device, name), s.st)
                 var_vals = named[1].var_vals if named is not None else None
             if var_vals is not None:
-                args.update(self.est.rates(ctx, var_vals, dur * 1e-9))
+                work = self.est.work(ctx, var_vals)
+                args.update(self.est.rates(work, dur * 1e-9))
         if s.profile_key is not None:
             args[ARG_PROGRAM] = s.profile_key.hex()
-        return name, args
+        return name, args, work
 
     # --- kernel launches: exec points and buffers ----------------------------------------------------------------
     def _execs_by_device(self) -> dict[str, list]:
