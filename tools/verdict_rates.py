@@ -7,10 +7,10 @@ Per set (a workload on a device, run many times):
 - false flags: `diff` of every pair of independent runs (earlier → later), and `history check` of every run from
   the (history+1)-th on against the `history` runs before it; a pair or check with any kernel slower or faster is
   a false flag (and a kernel whose median moved by more than 10% but is called unchanged is counted too);
-- slowdowns: the set's most launched kernel (name and device) made 1.1, 1.2, 1.5, 2 and 3 times as long on every
-  launch in the later run (as tools/slow_copy.py does to a pickle): found when that kernel is slower and nothing
-  else is flagged, by `diff` of each run against the one before it (at most `--pairs`) and by `history check` of
-  each run as above.
+- slowdowns: the set's most launched kernel (name and device), and the one (of 4 launches or more) with the most
+  device time, made 1.1, 1.2, 1.5, 2 and 3 times as long on every launch in the later run (as tools/slow_copy.py
+  does to a pickle): found when that kernel is slower and nothing else is flagged, by `diff` of each run against the
+  one before it (at most `--pairs`) and by `history check` of each run as above.
 The comparisons are those of the command (analysis.diff.kernel_changes, history.check.check_run) on the runs'
 launches as vizexport reads them; the pickles are read once.
 """
@@ -34,6 +34,7 @@ from vizexport.history.records import RunMeta, launches_record
 
 FACTORS = (1.1, 1.2, 1.5, 2.0, 3.0)
 FLAGS = (SLOWER, FASTER)
+MIN_LAUNCHES = 4  # per run, for the heaviest kernel slowed: one or two launches a run show little
 
 
 def load(folder: Path) -> list[list[Runs]]:
@@ -78,20 +79,37 @@ def rates(name: str, runs: list[list[Runs]], history: int, max_pairs: int) -> di
                       "kernels_flagged": sum(len(f) for f, _ in checks),
                       "moved_but_unchanged": sum(b for _, b in checks),
                       "examples": [f for f, _ in checks if f][:3]}
+    for label, key in chosen(runs[0]).items():
+        out[label] = slowdowns(runs, records, key, history, max_pairs)
+    return out
+
+
+def chosen(runs: list[Runs]) -> dict[str, tuple[str, str]]:
+    """The kernels to slow down: the most launched (name and device), and of those launched MIN_LAUNCHES times or
+    more the one with the most device time."""
     counts: dict[tuple[str, str], int] = {}
-    for r in runs[0]:
+    times: dict[tuple[str, str], int] = {}
+    for r in runs:
         if r.kernel.program:  # a kernel (copies have no program: tools/slow_copy.py finds programs by key)
-            counts[(r.kernel.device, r.kernel.name)] = counts.get((r.kernel.device, r.kernel.name), 0) + r.count
-    key = max(counts, key=lambda k: (counts[k], k))
-    out["slowed"] = {"kernel": list(key), "launches": counts[key], "diff": {}, "history": {}}
+            key = (r.kernel.device, r.kernel.name)
+            counts[key] = counts.get(key, 0) + r.count
+            times[key] = times.get(key, 0) + int(r.dur.sum())
+    return {"slowed": max(counts, key=lambda k: (counts[k], k)),
+            "slowed_heaviest": max((k for k in times if counts[k] >= MIN_LAUNCHES), key=lambda k: (times[k], k))}
+
+
+def slowdowns(runs: list[list[Runs]], records: list, key: tuple[str, str], history: int, max_pairs: int) -> dict:
+    """How often `key` made FACTORS times as long is found alone, by diff and by history check."""
+    launches = sum(r.count for r in runs[0] if (r.kernel.device, r.kernel.name) == key)
+    out: dict = {"kernel": list(key), "launches": launches, "diff": {}, "history": {}}
     alone = {(key[0], key[1], SLOWER)}  # in a diff, one or more of the name's programs; nothing else
     for f in FACTORS:
         hits = [set(diff_flags(runs[i], slowed(runs[i + 1], key, f))[0]) == alone
                 for i in range(min(max_pairs, len(runs) - 1))]
-        out["slowed"]["diff"][f] = [sum(hits), len(hits)]
+        out["diff"][f] = [sum(hits), len(hits)]
         hits = [set(check_flags(records[r - history:r], record(slowed(runs[r], key, f), r))[0]) == alone
                 for r in range(history, len(runs))]
-        out["slowed"]["history"][f] = [sum(hits), len(hits)]
+        out["history"][f] = [sum(hits), len(hits)]
     return out
 
 
@@ -119,12 +137,13 @@ def main() -> None:
     for name in names:
         r = rates(name, load(a.runs / name), a.history, a.pairs)
         results.append(r)
-        d, h, s = r["diff"], r["history"], r["slowed"]
+        d, h = r["diff"], r["history"]
+        found = " | ".join(f"{s['kernel'][1]} ({s['launches']} launches) slowed, found alone: diff {s['diff']} "
+                           f"history {s['history']} (always from ×{always(s['diff'])} / ×{always(s['history'])})"
+                           for s in (r["slowed"], r["slowed_heaviest"]))
         print(f"{name}: {r['runs']} runs | diff: {d['flagged']}/{d['pairs']} pairs flagged ({d['kernels_flagged']} "
               f"kernels), moved>10% but unchanged {d['moved_but_unchanged']} | history: {h['flagged']}/{h['checks']} "
-              f"checks flagged, moved>10% but unchanged {h['moved_but_unchanged']} | {s['kernel'][1]} "
-              f"({s['launches']} launches) slowed, found alone: diff {s['diff']} history {s['history']} "
-              f"(always from ×{always(s['diff'])} / ×{always(s['history'])})", flush=True)
+              f"checks flagged, moved>10% but unchanged {h['moved_but_unchanged']} | {found}", flush=True)
     if a.json:
         a.json.write_text(json.dumps(results, indent=1) + "\n")
 

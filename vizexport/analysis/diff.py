@@ -135,13 +135,15 @@ def kernel_changes(a: list[Runs], b: list[Runs], alpha: float = ALPHA, min_effec
 
 def _wide(pairs: list[tuple[list[Runs], list[Runs]]], alpha: float) -> RunWide:
     """The run-wide change and spread, over the kernels both runs launch (stats.run_wide)."""
-    logs = []
+    logs, medians = [], []
     for x, y in pairs:
         (da, pa), (db, pb) = launch_order(x), launch_order(y)
         paired = len(da) == len(db) and bool(np.array_equal(pa, pb))
         if len(da) and len(db):
             logs.append(estimate(da, db, paired))
-    return run_wide(logs)
+            medians.append((float(np.median(da)), float(np.median(db))))
+    shift = run_wide(logs).shift
+    return run_wide(logs, [after / shift - before for before, after in medians])
 
 
 def _significant(k: KernelChange) -> bool:

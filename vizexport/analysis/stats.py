@@ -2,7 +2,8 @@
 
 Each kernel gets a test and an interval of its change (after / before), then one verdict:
 - *slower* / *faster* only with evidence: its p-value, adjusted for the many kernels of one comparison
-  (Benjamini–Hochberg), is below `alpha`, its interval excludes 1, and the change is at least `min_effect`;
+  (Benjamini–Hochberg), is below `alpha`, its interval excludes 1 (with and without the run-wide shift), the change
+  is at least `min_effect`, and it stands out from what kernels move anyway between runs;
 - *unchanged* only where the evidence bounds the change: the interval lies inside 1 ± `min_effect` (an
   equivalence test by interval) and so does the change of the median;
 - *inconclusive* otherwise (not significant is not unchanged), with the estimate and its interval;
@@ -15,8 +16,9 @@ the t-test is then conservative even for heavy tails, Efron 1969, and can reject
 not thrown by one outlier), the estimate the median paired ratio with its percentile-bootstrap interval. Otherwise
 unpaired: the Mann–Whitney U test and the bootstrap interval of the ratio of medians. Bootstraps are seeded (same
 inputs, same interval). What every kernel of the run shares is set aside (run_wide): a change all kernels make (a
-busier machine, other clocks), and how far kernels scatter between runs anyway (heavy on a shared machine): slower
-or faster is what a kernel moved beyond both.
+busier machine, other clocks), how far kernels scatter between runs anyway by a factor (heavy on a shared machine)
+and by an amount (the jitter: a CPU's short launches take microseconds more or less from run to run): slower or
+faster is what a kernel moved beyond all three.
 Many runs (`history check`): see analysis.history.
 """
 from __future__ import annotations
@@ -35,6 +37,7 @@ MIN_LAUNCHES = 2  # per side, unpaired
 MIN_PAIRS = 3  # paired launches: fewer show no spread of their ratios
 MIN_KERNELS = 3  # kernels whose changes give the run-wide shift and spread (fewer: none is set aside; the median of
 # three is not moved by one kernel's regression)
+JITTER_QUANTILE = 0.9  # a kernel's own move passes what 90% of the kernels move anyway (a tenth may truly change)
 MAD_SD = 1.4826  # median absolute deviation → standard deviation, for normal data
 Z = NormalDist().inv_cdf(0.5 + CONFIDENCE / 2)
 RESAMPLES = 2000
@@ -65,6 +68,8 @@ class Change:
     q: float | None = None
     median_ratio: float | None = None  # median after / median before (the change of the median itself)
     shift: float = 1.0  # the run-wide change the test set aside (RunWide): ratio / shift is the kernel's own
+    stands_out: bool = True  # beyond what kernels move anyway between runs (diff: RunWide.jitter; history: the
+    # earlier runs' range)
 
     @property
     def significant(self) -> bool:
@@ -84,14 +89,18 @@ class RunWide:
 
     shift: float = 1.0
     spread: float = 0.0
+    jitter: float = 0.0  # ns: how far kernels' medians move by an amount (not a factor) between runs anyway
 
 
-def run_wide(estimates: list[tuple[float, float]]) -> RunWide:
+def run_wide(estimates: list[tuple[float, float]], moves: list[float] | None = None) -> RunWide:
     """From each kernel's (log change, its standard error; NaN for a single launch a side): the shift is the median
     change (a run on a busier machine, or with its clocks elsewhere, moves every kernel alike; one kernel's regression
     barely moves the median), the spread what the kernels' changes scatter beyond their own noise (robust: 1.4826 ×
     their median absolute deviation, less the median squared standard error; as a meta-analysis' between-study
-    variance).
+    variance). `moves`: each kernel's median after less its median before (ns, the shift set aside); the jitter,
+    their JITTER_QUANTILE of absolute moves, is what a kernel's own move must pass: a device whose short launches
+    take some microseconds more or less from run to run (a CPU waking its threads) moves small kernels by factors
+    that say nothing.
     Fewer than MIN_KERNELS kernels tell neither: none is set aside."""
     if len(estimates) < MIN_KERNELS:
         return RunWide()
@@ -99,7 +108,8 @@ def run_wide(estimates: list[tuple[float, float]]) -> RunWide:
     g = float(np.median(x))
     mad = MAD_SD * float(np.median(np.abs(x - g)))
     noise = float(np.median(se[np.isfinite(se)] ** 2)) if np.isfinite(se).any() else 0.0
-    return RunWide(float(np.exp(g)), math.sqrt(max(0.0, mad ** 2 - noise)))
+    jitter = float(np.quantile(np.abs(moves), JITTER_QUANTILE)) if moves else 0.0
+    return RunWide(float(np.exp(g)), math.sqrt(max(0.0, mad ** 2 - noise)), jitter)
 
 
 def compare(before: np.ndarray, after: np.ndarray, alpha: float = ALPHA, min_effect: float = MIN_EFFECT,
@@ -116,6 +126,7 @@ def compare(before: np.ndarray, after: np.ndarray, alpha: float = ALPHA, min_eff
         _widen(c, wide.spread)
     c.ratio, c.low, c.high = c.ratio * wide.shift, (c.low or 0) * wide.shift, (c.high or 0) * wide.shift
     c.median_ratio, c.shift = moved, wide.shift
+    c.stands_out = abs(float(np.median(a) - np.median(b))) >= wide.jitter
     c.verdict = verdict(c, c.p, alpha, min_effect)
     return c
 
@@ -193,12 +204,14 @@ def _ratio_of_medians(after: np.ndarray, before: np.ndarray, axis: int = -1) -> 
 
 def verdict(c: Change, q: float | None, alpha: float, min_effect: float) -> str:
     """The verdict of a change whose (adjusted) p-value is `q`: see the module's docstring. Slower or faster: the
-    kernel moved, beyond the run-wide shift and by itself; unchanged: the change itself is bounded."""
+    kernel moved, beyond the run-wide shift and by itself (both intervals exclude no change), and stands out from
+    what kernels move anyway; unchanged: the change itself is bounded."""
     if c.p is None or c.low is None or c.high is None:
         return FEW
     moved = c.median_ratio if c.median_ratio is not None else c.ratio
     own, low, high = c.ratio / c.shift, c.low / c.shift, c.high / c.shift
-    beyond = min(abs(own - 1), abs(c.ratio - 1)) >= min_effect and (low > 1 or high < 1)
+    beyond = (min(abs(own - 1), abs(c.ratio - 1)) >= min_effect and (low > 1 or high < 1)
+              and (c.low > 1 or c.high < 1) and c.stands_out)
     if q is not None and q < alpha and beyond and (own > 1) == (low > 1) == (c.ratio > 1):  # all on one side
         return SLOWER if c.ratio > 1 else FASTER
     if 1 - min_effect <= c.low and c.high <= 1 + min_effect and abs(moved - 1) < min_effect:
