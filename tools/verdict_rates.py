@@ -94,8 +94,9 @@ def chosen(runs: list[Runs]) -> dict[str, tuple[str, str]]:
             key = (r.kernel.device, r.kernel.name)
             counts[key] = counts.get(key, 0) + r.count
             times[key] = times.get(key, 0) + int(r.dur.sum())
-    return {"slowed": max(counts, key=lambda k: (counts[k], k)),
-            "slowed_heaviest": max((k for k in times if counts[k] >= MIN_LAUNCHES), key=lambda k: (times[k], k))}
+    most = max(counts, key=lambda k: (counts[k], k))
+    often = [k for k in times if counts[k] >= MIN_LAUNCHES]
+    return {"slowed": most, "slowed_heaviest": max(often, key=lambda k: (times[k], k)) if often else most}
 
 
 def slowdowns(runs: list[list[Runs]], records: list, key: tuple[str, str], history: int, max_pairs: int) -> dict:
