@@ -17,9 +17,21 @@ import pytest
 
 import vizexport
 from vizexport.analysis.changepoints import change_points
-from vizexport.analysis.history import BY_LAUNCH
+from vizexport.analysis.history import BY_LAUNCH, check_kernels
 from vizexport.analysis.launches import kernel_runs
-from vizexport.analysis.stats import FASTER, FEW, INCONCLUSIVE, PAIRED, SLOWER, UNCHANGED, UNPAIRED, adjust, compare
+from vizexport.analysis.stats import (
+    FASTER,
+    FEW,
+    INCONCLUSIVE,
+    PAIRED,
+    SLOWER,
+    UNCHANGED,
+    UNPAIRED,
+    RunWide,
+    adjust,
+    compare,
+    run_wide,
+)
 from vizexport.history.records import DeviceRecord, KernelRecord, RunMeta, RunRecord
 from vizexport.history.store import normal_time, open_store
 
@@ -213,6 +225,43 @@ def test_false_flags_are_controlled_over_many_kernels():
     assert sum(c.p < 0.05 for c in changes) >= 3
     adjust(changes)
     assert not [c for c in changes if c.verdict in (SLOWER, FASTER)]
+
+
+def test_a_cpus_jitter_is_not_a_change():
+    """As on our CPU runs: a 0.5 µs kernel takes 10 µs in one run (its launches caught in a slow state), a move other
+    kernels make too; a factor of 20 by 9.5 µs is no change when 90% of the kernels move about as far. A long kernel
+    made 2× slower moves far beyond that jitter and is flagged."""
+    moves = [9_500.0, -9_400.0, 4_800.0, -4_700.0, 600.0, -300.0, 200.0, 1_500.0, -2_400.0, 9_800.0]
+    wide = run_wide([(0.0, 0.1)] * len(moves), moves)
+    assert 9_400 <= wide.jitter <= 9_800
+    tiny = np.array([500, 480, 520, 510, 490, 505], np.int64)
+    c = compare(tiny, tiny + 9_000, paired=True, wide=wide)
+    assert c.ratio > 15 and c.low > 1 and c.verdict == INCONCLUSIVE
+    assert compare(tiny, tiny + 9_000, paired=True).verdict == SLOWER  # without the jitter set aside: flagged
+    long = np.array([500_000, 480_000, 520_000, 510_000, 490_000, 505_000], np.int64)
+    assert compare(long, 2 * long, paired=True, wide=wide).verdict == SLOWER
+    assert RunWide().jitter == 0.0
+
+
+def test_a_check_needs_the_run_beyond_every_earlier_one():
+    """Ten earlier runs, one of them (as happens on a shared machine) 1.35× slow for the kernel: a new run at 1.3× is
+    not beyond every earlier run, so not slower, however small the t test's p; at 2.5× it is."""
+    rng = np.random.default_rng(5)
+    others = {f"k{i}": 1_000 * (i + 1) for i in range(6)}
+
+    def run(level: float) -> dict:
+        out = {k: (np.round(v * np.exp(rng.normal(0, 0.01, 8))).astype(np.int64), np.zeros(8, np.int64))
+               for k, v in others.items()}
+        out["slow"] = (np.round(50_000 * level * np.exp(rng.normal(0, 0.01, 8))).astype(np.int64),
+                       np.zeros(8, np.int64))
+        return out
+
+    earlier = [run(1.35 if i == 4 else 1.0) for i in range(10)]
+    within, _ = check_kernels(earlier, run(1.3))
+    assert within["slow"].p < 0.05 and not within["slow"].stands_out and within["slow"].verdict == INCONCLUSIVE
+    beyond, _ = check_kernels(earlier, run(2.5))
+    assert beyond["slow"].stands_out and beyond["slow"].verdict == SLOWER
+    assert all(beyond[k].verdict != SLOWER for k in others)
 
 
 def test_change_points():

@@ -52,10 +52,13 @@ def _summary(d: Diff) -> Section:
                                        f"({ratio(_r(d.pr.launch_ns, d.base.launch_ns))[0]})")],
             [text("Launches"), text(f"{d.base.launches:,} → {d.pr.launches:,}")],
             [text("Run-wide shift"), text(f"{ratio(d.wide.shift)[0]} (every kernel alike), kernels scatter "
-                                          f"±{d.wide.spread * 100:.0f}% between runs: set aside for the verdicts")],
+                                          f"±{d.wide.spread * 100:.0f}% and their medians move "
+                                          f"±{duration_text(round(d.wide.jitter))} between runs: set aside for the "
+                                          "verdicts")],
             [text("Kernels"), text(verdict_counts(d))]]
     note = (f"Slower or faster only with evidence: the adjusted p-value below α = {d.alpha:g}, the interval "
-            f"excluding no change, the change at least {d.min_effect:.0%}; unchanged only where the interval lies "
+            f"excluding no change, the change at least {d.min_effect:.0%} and its median's move beyond what most "
+            "kernels' move anyway; unchanged only where the interval lies "
             f"within ±{d.min_effect:.0%}; otherwise inconclusive. Method: {d.method}.")
     return Section("summary", "Summary", note, [Table(["", ""], rows)])
 
