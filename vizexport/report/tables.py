@@ -7,7 +7,9 @@ from typing import Any
 from ..text import shown
 from ..units import duration_text
 
-Cell = tuple[str, Any]  # (text, sort value: a number for numeric columns, else None)
+KernelRef = tuple[str, str]  # (device, label as analysis.launches.KernelId.label gives it): the site links it
+# (text, sort value: a number for numeric columns, else None), and for a kernel's name the kernel it names
+Cell = tuple[str, Any] | tuple[str, Any, KernelRef]
 
 
 @dataclass
@@ -37,6 +39,11 @@ class Section:
 def text(s: str) -> Cell:
     """A text cell: a name from a pickle shown as one bounded line (text.shown); each writer escapes it further."""
     return (shown(s), None)
+
+
+def kernel(label: str, device: str) -> Cell:
+    """A kernel's name as a text cell that the site's pages link to its page (a file alone shows the text)."""
+    return (shown(label), None, (device, label))
 
 
 def ns(x: float | None) -> Cell:
