@@ -354,14 +354,16 @@ def test_step_viewer_zooms_pans_and_fits(train_site: Path):
 
 
 def _read_pack(data: bytes) -> dict:
-    """A pack's header and its columns as lists, read as steps.js reads them (packs.py's docstring)."""
+    """A pack's header and its columns as lists, read as steps.js reads them (packs.py's docstring): each column's
+    bytes in planes, lowest bytes first."""
     size = int.from_bytes(data[:4], "little")
     pack = json.loads(data[4:4 + size])
     at = 4 + size
     for name, kind, count in pack.pop("columns"):
         at += -at % 4
         width = {"int8": 1, "int16": 2, "int32": 4}[kind]
-        pack[name] = np.frombuffer(data, f"<i{width}", count, at).tolist()
+        planes = np.frombuffer(data, np.uint8, count * width, at).reshape(width, count)  # byte b of every value
+        pack[name] = np.ascontiguousarray(planes.T).view(f"<i{width}").ravel().tolist()
         at += count * width
     assert at + -at % 4 == len(data)  # nothing after the last column
     return pack
@@ -382,7 +384,8 @@ def _pack_sources(pack: dict) -> list[tuple[int, ...]]:
 
 def test_packs_hold_every_step(demo_site: Path):
     """Each context's pack (a gzip'd header and integer columns in a script) holds every rewrite and every step of
-    it, in order, and its nodes' sources decode to the replay's own."""
+    it, in order, each step's root, matched node and replacement as the replay has them, and its nodes' sources
+    decode to the replay's own."""
     import base64
     import gzip
     graphs = _sample_graphs()
@@ -396,11 +399,15 @@ def test_packs_hold_every_step(demo_site: Path):
         text = script.read_text()
         assert text.startswith(head) and text.endswith('";\n')
         pack = _read_pack(gzip.decompress(base64.b64decode(text[len(head):-3])))
-        assert [(name, len(steps)) for name, _, steps in pack["rewrites"]] == [(r.name, len(r.matches) + 1)
-                                                                               for r in c.rewrites]
+        assert [(name, steps) for name, _, steps in pack["rewrites"]] == [(r.name, len(r.matches) + 1)
+                                                                          for r in c.rewrites]
         session = graphs.session()
-        for rw in c.rewrites:
-            session.replay(rw, changes=False)
+        steps = [s for rw in c.rewrites for s in session.replay(rw, changes=False).steps]
+        for column, field in (("sink", "sink"), ("before", "before"), ("after", "after")):  # running sums
+            want = [-1 if getattr(s, field) is None else getattr(s, field) for s in steps]
+            assert np.cumsum(pack[column]).tolist() == want, column
+        assert len(pack["seconds"]) == len(steps) and [i for i, _ in pack["errors"]] == [
+            i for i, s in enumerate(steps) if s.error is not None]
         assert _pack_sources(pack) == session.nodes.src
         assert len(pack["look"]) == len(pack["origin"]) == len(session.nodes.src) > 0
         copies += sum(1 for x in pack["origin"] if x)

@@ -14,8 +14,16 @@ const gunzip = (b64) => {
 };
 const gunzipText = (b64) => gunzip(b64).text();
 
-// A pack (packs.py): a JSON header's length and text, then integer columns read in place as typed arrays.
+// A pack (packs.py): a JSON header's length and text, then integer columns, each value's bytes in planes.
 const COLUMN_TYPES = { int8: Int8Array, int16: Int16Array, int32: Int32Array };
+const unplane = (planes, Type, count) => {  // the bytes of value i are planes[i], planes[count + i], …
+  const out = new Type(count), bytes = new Uint8Array(out.buffer), width = Type.BYTES_PER_ELEMENT;
+  for (let b = 0; b < width; b++) {
+    const plane = planes.subarray(b * count, (b + 1) * count);
+    for (let i = 0, j = b; i < count; i++, j += width) bytes[j] = plane[i];  // little-endian, as every browser
+  }
+  return out;
+};
 const readPack = async (b64) => {
   const buf = await gunzip(b64).arrayBuffer();
   const size = new DataView(buf).getUint32(0, true);
@@ -24,10 +32,28 @@ const readPack = async (b64) => {
   for (const [name, type, count] of pack.columns) {
     at += -at & 3;  // each column starts at a multiple of 4 bytes
     const Type = COLUMN_TYPES[type];
-    pack[name] = new Type(buf, at, count);
+    pack[name] = unplane(new Uint8Array(buf, at, count * Type.BYTES_PER_ELEMENT), Type, count);
     at += count * Type.BYTES_PER_ELEMENT;
   }
   return pack;
+};
+
+// The rewrites and their steps: each step's numbers are the running sums of the step columns (packs.py).
+const readSteps = (pack) => {
+  const sums = {}, errors = new Map(pack.errors);
+  for (const name of ["sink", "before", "after", "loc"]) {
+    const d = pack[name], out = (sums[name] = new Int32Array(d.length));
+    for (let i = 0, v = 0; i < d.length; i++) out[i] = v += d[i];
+  }
+  let at = 0;
+  return pack.rewrites.map(([name, depth, count], index) => {
+    const steps = [];
+    for (let i = 0; i < count; i++, at++) {
+      steps.push({ i, sink: sums.sink[at], before: sums.before[at], after: sums.after[at], loc: sums.loc[at],
+                   seconds: pack.seconds[at], error: errors.get(at) ?? null });
+    }
+    return { index, name, depth, steps };
+  });
 };
 
 // A Map that forgets its least recently used entries beyond `limit` (graphs and layouts of steps seen long ago).
@@ -528,10 +554,7 @@ const view = async () => {
   const pack = await readPack(window.vizexportPacks[config.context]);
   const nodes = new Nodes(pack), drawer = new Drawer(nodes), layout = new Layout(), graphs = new Lru(64);
   const drawn = new Lru(512);  // step → its graph, new nodes and DOT
-  const rewrites = pack.rewrites.map(([name, depth, steps], index) => ({
-    index, name, depth,
-    steps: steps.map(([sink, before, after, loc, seconds, error], i) => ({ i, sink, before, after, loc, seconds, error })),
-  }));
+  const rewrites = readSteps(pack);
   const where = (st) => (st.loc >= 0 ? `${pack.locs[st.loc][0].split("/").pop()}:${pack.locs[st.loc][1]}` : "");
   let r = 0, s = 0, generation = 0, busy = false, wanted = null, listed = -1, viewed = -1;
   const zoom = new Zoom($("graph"), (z) => {
