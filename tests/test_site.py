@@ -123,13 +123,15 @@ def _cells(html: str, section: str, col: int) -> list[str]:
 
 def test_report_and_diff_pages_link_kernels(tmp_path: Path):
     """On the site, every kernel name in the report and the diff links to an existing page of that kernel (relative,
-    as from file://), the kernel tables row by row; the same report and diff as files of their own link nothing."""
+    as from file://), the kernel tables row by row, each name of a call site's kernels; the same report and diff as
+    files of their own link nothing."""
     profile = SAMPLE / "profile.pkl"
     site = tmp_path / "site"
     r = run_cli(profile, SAMPLE / "rewrites.pkl", "--baseline", profile, "-o", f"{site}/")
     assert r.returncode == 0, r.stderr
     linked = 0
-    columns = {"report.html": (("kernels", 0), ("peak", 0), ("gaps", 3), ("gaps", 4)), "diff.html": (("kernels", 0),)}
+    columns = {"report.html": (("kernels", 0), ("peak", 0), ("gaps", 3), ("gaps", 4), ("call-sites", 5)),
+               "diff.html": (("kernels", 0),)}
     for page, sections in columns.items():
         html = (site / page).read_text()
         links = re.findall(r'<a href="(kernel/[^"]+)">([^<]+)</a>', html)
@@ -141,6 +143,7 @@ def test_report_and_diff_pages_link_kernels(tmp_path: Path):
         for section, col in sections:
             cells = _cells(html, section, col)
             assert cells and all(c.startswith('<a href="kernel/') for c in cells), (page, section, col)
+            assert all(c.count("<a ") == c.count(", ") + 1 for c in cells)  # each name of a list, linked
         linked += len(links)
     assert linked > 40
     for cmd in ("report", "diff"):

@@ -5,7 +5,7 @@ from ..analysis.hostside import CallSite
 from ..analysis.report import Report
 from ..text import shown
 from ..units import duration_text
-from .tables import Section, Table, kernel, ns, num, pct, rate, text
+from .tables import Section, Table, kernel, kernels, ns, num, pct, rate, text
 
 SHORT = 10  # rows a terminal or a comment shows of a long table
 PROPERTIES_CHARS = 1000  # of one device's properties (a real AMD device has about 200)
@@ -94,7 +94,7 @@ def _batches(r: Report) -> Section:
 
 
 def _sites(key: str, title: str, sites: list[CallSite], note: str) -> Section:
-    rows = [[text(s.site), text(s.code), num(s.launches), ns(s.device_ns), pct(s.pct), text(", ".join(s.kernels))]
+    rows = [[text(s.site), text(s.code), num(s.launches), ns(s.device_ns), pct(s.pct), kernels(s.kernels)]
             for s in sites]
     return Section(key, title, note, [Table(["Where", "Code", "Launches", "Device time", "%", "Kernels"], rows, SHORT)],
                    [key])

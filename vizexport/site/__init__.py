@@ -222,13 +222,14 @@ def _answers(env: jinja2.Environment, outdir: Path, report: Report | None, diff:
 
 def kernel_links(kernels: list[KernelPage]) -> dict[KernelRef, str]:
     """The kernel pages by (device, label) as the report and the diff name kernels (report.tables.kernel): the label
-    with the program's key where there is one, and the bare name, which a diff gives a name of several programs (it
-    links to the page of the one with the most time: `kernels` come longest first)."""
+    with the program's key where there is one, and the bare name, which a diff gives a name of several programs, and
+    (None, name) for a name of any device (the report's call sites). A name of several pages links to the one with
+    the most time (`kernels` come longest first)."""
     out: dict[KernelRef, str] = {}
     for kp in kernels:
         k = kp.kernel
-        out.setdefault((k.device, KernelId(k.device, k.name, k.program).label()), kp.page)
-        out.setdefault((k.device, k.name), kp.page)
+        for ref in ((k.device, KernelId(k.device, k.name, k.program).label()), (k.device, k.name), (None, k.name)):
+            out.setdefault(ref, kp.page)
     return out
 
 
