@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import functools
+import html as html_lib
 import http.server
 import json
 import os
+import re
 import shutil
 import subprocess
 import threading
@@ -95,6 +97,11 @@ def test_site_in_browser(demo_site: Path, browsed: dict):
     report = result["answers"]["report.html"]  # the run report: its plots drawn, its kernels sortable
     assert len(report["plots"]) >= 5 and all(p["width"] > 300 for p in report["plots"])
     assert report["sorted"] == sorted(report["sorted"], reverse=True)
+    kernel_rows = (demo_site / "report.html").read_text().split('<section id="kernels">')[1].count("<tr><td>")
+    assert len([k for k in report["kernels"] if k[1].startswith("kernel/")]) >= kernel_rows > 5  # every kernel row
+    followed = report["followed"]  # the first kernel's name leads to that kernel's page
+    assert followed["url"].startswith((demo_site / "kernel").as_uri() + "/")
+    assert followed["h1"].split()[0] == followed["name"].split(" [")[0]
     assert result["stepper"]["position"].startswith("0. ")  # the first context page's viewer drew its first step
 
 
@@ -107,6 +114,88 @@ def test_kernel_links_to_codegen(demo_site: Path):
     assert uops[0].startswith("   0 Ops.") and uops[-1].split()[1] == "Ops.SINK"
     ctx = next((demo_site / "ctx").glob("*-r_32_32_32.html")).read_text()
     assert "../kernel/" in ctx and 'class="nf"' not in ctx
+
+
+def _cells(html: str, section: str, col: int) -> list[str]:
+    """Column `col` of each row of a section's table, as HTML."""
+    body = html.split(f'<section id="{section}">')[1].split("</section>")[0]
+    return [re.findall(r"<td[^>]*>(.*?)</td>", row)[col] for row in re.findall(r"<tr>(<td.*?)</tr>", body)]
+
+
+def test_report_and_diff_pages_link_kernels(tmp_path: Path):
+    """On the site, every kernel name in the report and the diff links to an existing page of that kernel (relative,
+    as from file://), the kernel tables row by row, each name of a call site's kernels; the same report and diff as
+    files of their own link nothing."""
+    profile = SAMPLE / "profile.pkl"
+    site = tmp_path / "site"
+    r = run_cli(profile, SAMPLE / "rewrites.pkl", "--baseline", profile, "-o", f"{site}/")
+    assert r.returncode == 0, r.stderr
+    linked = 0
+    columns = {"report.html": (("kernels", 0), ("peak", 0), ("gaps", 3), ("gaps", 4), ("call-sites", 5)),
+               "diff.html": (("kernels", 0),)}
+    for page, sections in columns.items():
+        html = (site / page).read_text()
+        links = re.findall(r'<a href="(kernel/[^"]+)">([^<]+)</a>', html)
+        for href, name in links:
+            target = site / href
+            assert target.exists(), href
+            h1 = re.search(r"<h1>(.*?) <span", target.read_text()).group(1)
+            assert html_lib.unescape(h1) == html_lib.unescape(name).split(" [")[0], (href, name)
+        for section, col in sections:
+            cells = _cells(html, section, col)
+            assert cells and all(c.startswith('<a href="kernel/') for c in cells), (page, section, col)
+            assert all(c.count("<a ") == c.count(", ") + 1 for c in cells)  # each name of a list, linked
+        linked += len(links)
+    assert linked > 40
+    for cmd in ("report", "diff"):
+        args = (profile,) if cmd == "report" else (profile, profile)
+        out = tmp_path / f"{cmd}.html"
+        assert run_cli(cmd, *args, "-o", out).returncode == 0
+        main = out.read_text().split("<main>")[1]
+        assert "<a " not in main and "r_32_32_32" in main  # the names, as text
+
+
+def test_same_named_contexts_told_apart(train_site: Path):
+    """Six codegen contexts named E_2 (tinygrad 0.14+ names them after their kernel): each is listed, titled and
+    linked from its kernel page with the program it made (the key's first 8 hex digits, as from the pickle) and its
+    index; contexts of a name of their own keep it as it is."""
+    contexts = vizexport.load_rewrites(train_site.parent / "rewrites.pkl").contexts  # as the fixture unpacked it
+    index = (train_site / "index.html").read_text()
+    listed = dict(re.findall(r'<li><a href="(ctx/[^"]+)">([^<]+)</a>', index))
+    assert len(listed) == len(contexts) and len(set(listed.values())) == len(contexts)  # none alike
+    e2 = {page: label for page, label in listed.items() if label.startswith("E_2 ")}
+    assert len(e2) == 6
+    for page, label in e2.items():
+        n = int(page.split("/")[1].split("-")[0])
+        key = next(k.hex() for k in contexts[n].key.keys if isinstance(k, bytes))
+        assert label == f"E_2 [{key[:8]}] · #{n}"
+        html = (train_site / page).read_text()
+        assert f"<h1>{label}</h1>" in html and f"<title>{label} · vizexport</title>" in html
+    assert listed[next(p for p in listed if p.endswith("-E_256_2.html"))] == "E_256_2"
+    codegen = [re.search(r'Codegen</dt><dd><a href="\.\./(ctx/[^"]+)">([^<]+)</a>', p.read_text())
+               for p in (train_site / "kernel").glob("*.html")]
+    assert {m.group(1): m.group(2) for m in codegen if m}.items() <= listed.items()
+    assert sum(1 for m in codegen if m and m.group(1) in e2) >= 1
+
+
+def test_context_labels_stay_sanitized(tmp_path: Path):
+    """Two contexts given one hostile name (markup, a terminal escape, a bidi override) are told apart by index, and
+    the name is shown escaped in the list, the page's title and its heading."""
+    graphs = _sample_graphs()
+    hostile = "<b>E_2</b>\x1b[31m\u202e"
+    quiet = [n for n, c in enumerate(graphs.contexts) if not any(isinstance(k, bytes) for k in c.key.keys)][:2]
+    assert len(quiet) == 2  # contexts that made no program: told apart by index alone
+    for n in quiet:
+        graphs.contexts[n].key.name = hostile
+    from vizexport.site import Pages, build_site
+    build_site(tmp_path, Pages(graphs=graphs))
+    index = (tmp_path / "index.html").read_text()
+    shown = "&lt;b&gt;E_2&lt;/b&gt;\\x1b[31m\\u202e"
+    for n in quiet:
+        assert f">{shown} · #{n}</a>" in index
+        page = next((tmp_path / "ctx").glob(f"{n}-*.html")).read_text()
+        assert f"<h1>{shown} · #{n}</h1>" in page and f"<title>{shown} · #{n} · vizexport</title>" in page
+    assert "\x1b" not in index and "\u202e" not in index and "<b>E_2" not in index
 
 
 def test_open_serves_trace_once(tmp_path: Path, demo_site: Path):
@@ -238,15 +327,51 @@ def test_fast_keys_leave_no_stale_picture(train_site: Path):
     assert lists["steps"] > 150 and lists["rewrites"] > 50 and lists["clipped"] == 0 and lists["inOrder"]
 
 
+def _viewbox(view: dict) -> list[float]:
+    return [float(x) for x in view["viewBox"].split()]
+
+
+def test_step_viewer_zooms_pans_and_fits(train_site: Path):
+    """The biggest graph of a training run's biggest context (400 drawn boxes) opens fitted: the SVG's viewBox holds
+    the whole graph and has the box's shape. The wheel zooms in around the pointer (the graph point under it stays),
+    a drag pans by its length, F fits again, + zooms, another step keeps the chosen view, 1:1 shows a point as 4/3 px.
+    """
+    if not viewer.have_browser():
+        pytest.skip("headless Chromium + playwright-core not installed")
+    got = viewer.drive(_largest_context(train_site), {"zoom": True, "shot": str(SHOTS / "zoom.png")})
+    z = got["zoom"]
+    assert got["errors"] == [] and z["biggest"]["nodes"] == 400
+    fitted, (w, h) = z["fitted"], z["box"]
+    x, y, vw, vh = _viewbox(fitted)
+    b = fitted["bounds"]
+    assert fitted["auto"] and fitted["level"].startswith("fit, ") and fitted["scale"] < 0.5  # a big graph, shrunk
+    assert x <= b["x"] and y <= b["y"] and x + vw >= b["x"] + b["w"] - 0.01 and y + vh >= b["y"] + b["h"] - 0.01
+    assert vw / vh == pytest.approx(w / h) and max(b["w"] * fitted["scale"] - w, b["h"] * fitted["scale"] - h) \
+        == pytest.approx(0, abs=0.01)  # fits exactly in one direction
+    wheel = z["wheel"]
+    assert wheel["scale"] > 1.5 * fitted["scale"] and not wheel["auto"] and _viewbox(wheel) != _viewbox(fitted)
+    assert wheel["after"] == pytest.approx(wheel["before"])  # zoomed around the pointer
+    dragged = _viewbox(z["dragged"])  # the mouse moved 120 px left, 60 up: the graph with it
+    assert dragged[0] - _viewbox(wheel)[0] == pytest.approx(120 / wheel["scale"])
+    assert dragged[1] - _viewbox(wheel)[1] == pytest.approx(60 / wheel["scale"])
+    assert z["fit"]["viewBox"] == fitted["viewBox"] and z["fit"]["auto"]
+    assert z["plus"]["scale"] == pytest.approx(1.25 * fitted["scale"])
+    assert z["next"]["step"] != z["plus"]["step"] and z["next"]["viewBox"] == z["plus"]["viewBox"]
+    assert z["actual"]["scale"] == pytest.approx(4 / 3) and z["actual"]["level"] == "100%"
+    assert _viewbox(z["actual"])[2] == pytest.approx(w * 3 / 4)
+
+
 def _read_pack(data: bytes) -> dict:
-    """A pack's header and its columns as lists, read as steps.js reads them (packs.py's docstring)."""
+    """A pack's header and its columns as lists, read as steps.js reads them (packs.py's docstring): each column's
+    bytes in planes, lowest bytes first."""
     size = int.from_bytes(data[:4], "little")
     pack = json.loads(data[4:4 + size])
     at = 4 + size
     for name, kind, count in pack.pop("columns"):
         at += -at % 4
         width = {"int8": 1, "int16": 2, "int32": 4}[kind]
-        pack[name] = np.frombuffer(data, f"<i{width}", count, at).tolist()
+        planes = np.frombuffer(data, np.uint8, count * width, at).reshape(width, count)  # byte b of every value
+        pack[name] = np.ascontiguousarray(planes.T).view(f"<i{width}").ravel().tolist()
         at += count * width
     assert at + -at % 4 == len(data)  # nothing after the last column
     return pack
@@ -267,7 +392,8 @@ def _pack_sources(pack: dict) -> list[tuple[int, ...]]:
 
 def test_packs_hold_every_step(demo_site: Path):
     """Each context's pack (a gzip'd header and integer columns in a script) holds every rewrite and every step of
-    it, in order, and its nodes' sources decode to the replay's own."""
+    it, in order, each step's root, matched node and replacement as the replay has them, and its nodes' sources
+    decode to the replay's own."""
     import base64
     import gzip
     graphs = _sample_graphs()
@@ -281,11 +407,15 @@ def test_packs_hold_every_step(demo_site: Path):
         text = script.read_text()
         assert text.startswith(head) and text.endswith('";\n')
         pack = _read_pack(gzip.decompress(base64.b64decode(text[len(head):-3])))
-        assert [(name, len(steps)) for name, _, steps in pack["rewrites"]] == [(r.name, len(r.matches) + 1)
-                                                                               for r in c.rewrites]
+        assert [(name, steps) for name, _, steps in pack["rewrites"]] == [(r.name, len(r.matches) + 1)
+                                                                          for r in c.rewrites]
         session = graphs.session()
-        for rw in c.rewrites:
-            session.replay(rw, changes=False)
+        steps = [s for rw in c.rewrites for s in session.replay(rw, changes=False).steps]
+        for column, field in (("sink", "sink"), ("before", "before"), ("after", "after")):  # running sums
+            want = [-1 if getattr(s, field) is None else getattr(s, field) for s in steps]
+            assert np.cumsum(pack[column]).tolist() == want, column
+        assert len(pack["seconds"]) == len(steps) and [i for i, _ in pack["errors"]] == [
+            i for i, s in enumerate(steps) if s.error is not None]
         assert _pack_sources(pack) == session.nodes.src
         assert len(pack["look"]) == len(pack["origin"]) == len(session.nodes.src) > 0
         copies += sum(1 for x in pack["origin"] if x)

@@ -1,6 +1,7 @@
 // Loads every page of a built site in headless Chromium (playwright-core) and reports what a person would see:
 // console errors, failed requests, broken links, the step viewer's first graph, the top-kernels
-// table, the report and diff pages (their SVG plots as laid out, a table sorted by a click), and the "Open in Perfetto" hand-off (ui.perfetto.dev is mocked by request routing: no network needed).
+// table, the report and diff pages (their SVG plots as laid out, a table sorted by a click, their kernel links and where
+// the first leads), and the "Open in Perfetto" hand-off (ui.perfetto.dev is mocked by request routing: no network needed).
 // Usage: node check_site.cjs SITE_DIR SHOTS_DIR [HTTP_BASE_URL]   → prints one JSON object
 // (CommonJS so that NODE_PATH finds playwright-core where perfetto-check installed it)
 const { htmlPages, launch, watchedPage } = require("./pages.cjs");
@@ -55,8 +56,14 @@ for (const file of pages) {
       await (await table.$$("th"))[col].click();
       sorted = await table.$$eval("tbody tr", (rows, c) => rows.map((r) => parseFloat(r.cells[c].dataset.v)), col);
     }
-    out.answers[rel] = { plots, sections, sorted };
+    const kernels = await page.$$eval("main td a", (as) => as.map((a) => [a.textContent, a.getAttribute("href")]));
     await page.screenshot({ path: path.join(shots, rel.replace(".html", ".png")), fullPage: true });
+    let followed = null;
+    if (kernels.length) {  // a kernel's name opens its page
+      await Promise.all([page.waitForNavigation(), page.click(`main td a[href="${kernels[0][1]}"]`)]);
+      followed = { name: kernels[0][0], url: page.url(), h1: await page.textContent("h1") };
+    }
+    out.answers[rel] = { plots, sections, sorted, kernels, followed };
   }
   if (rel.startsWith("kernel/") && !fs.existsSync(path.join(shots, "kernel.png")))
     await page.screenshot({ path: path.join(shots, "kernel.png"), fullPage: true });

@@ -4,9 +4,60 @@
 //       "random": n, "seed": k, "maxNodes": m   n random steps with at most m drawn boxes: the time until each is
 //       shown, and whether the shown SVG holds the step's new nodes with their classes;
 //       "keys": n   n fast → presses from the start of the longest rewrite, then what is finally shown;
+//       "zoom": true   the view of the step with the most drawn boxes, fitted, after a wheel, a drag, F, +, a ← and
+//       the 1:1 button: the SVG's viewBox, the scale, and the graph point under the pointer before and after the wheel;
 //       "shot": path   a screenshot at the end.
 const { chromium } = require("playwright-core");
 const fs = require("node:fs");
+
+// The viewer's zoom as a person drives it: each view as {viewBox, scale, auto, level, bounds} (graph points).
+async function zoomViews(page) {
+  const view = () => page.evaluate(() => {
+    const z = window.vizexportViewer.zoom, svg = document.querySelector("#graph svg");
+    return { viewBox: svg.getAttribute("viewBox"), scale: z.scale, auto: z.auto, bounds: z.bounds,
+             level: document.getElementById("zoom-level").textContent, step: window.vizexportViewer.shown() };
+  });
+  const settled = () => page.waitForFunction(() => !document.getElementById("graph").classList.contains("pending"));
+  const biggest = await page.evaluate(() => {
+    const v = window.vizexportViewer;
+    let best = null;
+    for (const rw of v.rewrites) for (const st of rw.steps) {
+      const d = st.sink >= 0 ? v.stepGraph(rw, st.i) : null;
+      if (d && (!best || d.dot.nodes > best.nodes)) best = { r: rw.index, s: st.i, nodes: d.dot.nodes };
+    }
+    v.go(best.r, best.s);
+    return best;
+  });
+  await page.waitForFunction((k) => document.getElementById("graph").dataset.step === k, `${biggest.r}:${biggest.s}`);
+  await settled();
+  const box = await (await page.$("#graph")).boundingBox();
+  const at = [box.x + box.width * 0.5 + 10, box.y + box.height * 0.35];  // on the fitted graph, off its middle
+  const under = () => page.evaluate(([px, py]) => {  // the graph point under the pointer
+    const z = window.vizexportViewer.zoom, r = document.getElementById("graph").getBoundingClientRect();
+    return [z.x + (px - r.left) / z.scale, z.y + (py - r.top) / z.scale];
+  }, at);
+  const inner = await page.$eval("#graph", (g) => [g.clientWidth, g.clientHeight]);  // the box less its border
+  const out = { biggest, box: inner, fitted: await view() };
+  await page.mouse.move(...at);
+  const before = await under();
+  await page.mouse.wheel(0, -400);
+  await page.waitForTimeout(100);
+  out.wheel = { ...(await view()), before, after: await under() };
+  await page.mouse.down();
+  await page.mouse.move(at[0] - 120, at[1] - 60, { steps: 4 });
+  await page.mouse.up();
+  out.dragged = await view();
+  await page.keyboard.press("f");
+  out.fit = await view();
+  await page.keyboard.press("+");
+  out.plus = await view();
+  await page.keyboard.press(biggest.s > 0 ? "ArrowLeft" : "ArrowRight");  // another step keeps the view chosen
+  await settled();
+  out.next = await view();
+  await page.click("#zoom-actual");
+  out.actual = await view();
+  return out;
+}
 
 (async () => {
 const [url, specPath] = process.argv.slice(2);
@@ -85,6 +136,7 @@ if (spec.keys) {
     return { rewrites: rw.length, steps: st.length, clipped: clipped(rw) + clipped(st), inOrder: inOrder(rw) && inOrder(st) };
   });
 }
+if (spec.zoom) out.zoom = await zoomViews(page);
 if (spec.shot) await page.screenshot({ path: spec.shot });
 await browser.close();
 console.log(JSON.stringify(out));

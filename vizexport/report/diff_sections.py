@@ -4,7 +4,7 @@ from __future__ import annotations
 from ..analysis.diff import NEW, VANISHED, Diff, KernelChange, Side, TotalChange
 from ..analysis.stats import FASTER, SLOWER, VERDICTS
 from ..units import duration_text
-from .tables import Cell, Section, Table, delta_ns, ns, num, ratio, text
+from .tables import Cell, Section, Table, delta_ns, kernel, ns, num, ratio, text
 
 SHORT = 15
 VERDICT_ORDER = (*VERDICTS, NEW, VANISHED)
@@ -25,7 +25,7 @@ def sections(d: Diff) -> list[Section]:
     for verdict, title in ((NEW, "New kernels"), (VANISHED, "Vanished kernels")):
         ks = [k for k in d.kernels if k.verdict == verdict]
         if ks:
-            rows = [[text(k.label), text(k.device), text(k.category), num(k.launches_before + k.launches_after),
+            rows = [[_kernel(k), text(k.device), text(k.category), num(k.launches_before + k.launches_after),
                      ns(k.total_before_ns + k.total_after_ns)] for k in ks]
             out.append(Section(verdict, title, tables=[Table(["Kernel", "Device", "Category", "Launches", "Total"],
                                                              rows, SHORT)], collapsed=True))
@@ -73,11 +73,17 @@ def _side(s: Side) -> str:
 
 
 def _kernel_table(ks: list[KernelChange], limit: int | None = None) -> Table:
-    rows = [[text(k.label), text(k.device), text(k.matched), num(k.launches_before), num(k.launches_after),
+    rows = [[_kernel(k), text(k.device), text(k.matched), num(k.launches_before), num(k.launches_after),
              ns(k.total_before_ns), ns(k.total_after_ns), ns(k.median_before_ns), ns(k.median_after_ns),
              ratio(k.ratio), _interval(k), num(k.q, "{:.3g}"), text(k.verdict)] for k in ks]
     return Table(["Kernel", "Device", "Matched by", "Launches before", "after", "Total before", "after",
                   "Median before", "after", "Change", "95% interval", "q", "Verdict"], rows, limit)
+
+
+def _kernel(k: KernelChange) -> Cell:
+    """A kernel's name, linked (on the site, whose pages are the pull request's run) unless it vanished: a vanished
+    program's name may be another program's in the pull request."""
+    return text(k.label) if k.verdict == VANISHED else kernel(k.label, k.device)
 
 
 def _interval(k: KernelChange) -> Cell:

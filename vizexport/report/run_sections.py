@@ -5,7 +5,7 @@ from ..analysis.hostside import CallSite
 from ..analysis.report import Report
 from ..text import shown
 from ..units import duration_text
-from .tables import Section, Table, ns, num, pct, rate, text
+from .tables import Section, Table, kernel, kernels, ns, num, pct, rate, text
 
 SHORT = 10  # rows a terminal or a comment shows of a long table
 PROPERTIES_CHARS = 1000  # of one device's properties (a real AMD device has about 200)
@@ -45,7 +45,7 @@ def _devices(r: Report) -> Section:
 
 
 def _gaps(r: Report) -> Section:
-    rows = [[text(d.device), ns(g.start_ns), ns(g.dur_ns), text(g.after), text(g.before)]
+    rows = [[text(d.device), ns(g.start_ns), ns(g.dur_ns), kernel(g.after, d.device), kernel(g.before, d.device)]
             for d in r.devices for g in d.gaps]
     return Section("gaps", "Largest gaps", "Idle stretches between launches, the longest of each device (start from "
                    "the beginning of the run).", [Table(["Device", "At", "Length", "After", "Before"], rows)])
@@ -66,7 +66,7 @@ def _categories(r: Report) -> Section:
 
 
 def _kernels(r: Report) -> Section:
-    rows = [[text(k.label), text(k.device), text(k.category), num(k.launches), ns(k.total_ns), pct(k.pct),
+    rows = [[kernel(k.label, k.device), text(k.device), text(k.category), num(k.launches), ns(k.total_ns), pct(k.pct),
              ns(k.median_ns), ns(k.p10_ns), ns(k.p90_ns), ns(k.max_ns), rate(k.gflops), rate(k.gbs)]
             for k in r.kernels]
     headers = ["Kernel", "Device", "Category", "Launches", "Total", "% of device", "Median", "p10", "p90", "Max",
@@ -94,7 +94,7 @@ def _batches(r: Report) -> Section:
 
 
 def _sites(key: str, title: str, sites: list[CallSite], note: str) -> Section:
-    rows = [[text(s.site), text(s.code), num(s.launches), ns(s.device_ns), pct(s.pct), text(", ".join(s.kernels))]
+    rows = [[text(s.site), text(s.code), num(s.launches), ns(s.device_ns), pct(s.pct), kernels(s.kernels)]
             for s in sites]
     return Section(key, title, note, [Table(["Where", "Code", "Launches", "Device time", "%", "Kernels"], rows, SHORT)],
                    [key])
@@ -109,7 +109,7 @@ def _peaks(r: Report) -> Section:
                                                   for d, props in p.properties.items()) + "."
     if not r.achieved:
         note += " No kernel has estimates (they come with the rewrites trace)."
-    rows = [[text(a.label), text(a.device), ns(a.total_ns), rate(a.gflops), rate(a.gbs), rate(a.intensity),
+    rows = [[kernel(a.label, a.device), text(a.device), ns(a.total_ns), rate(a.gflops), rate(a.gbs), rate(a.intensity),
              pct(a.flops_pct, 2), pct(a.bw_pct, 2)] for a in r.achieved]
     headers = ["Kernel", "Device", "Time", "GFLOPS", "GB/s", "FLOP/byte", "% of peak FLOPS", "% of peak GB/s"]
     return Section("peak", "Achieved vs peak", note, [Table(headers, rows, SHORT)] if rows else [],

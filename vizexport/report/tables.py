@@ -7,7 +7,10 @@ from typing import Any
 from ..text import shown
 from ..units import duration_text
 
-Cell = tuple[str, Any]  # (text, sort value: a number for numeric columns, else None)
+# (device, label as analysis.launches.KernelId.label gives it; device None: a name on any device): the site links it
+KernelRef = tuple[str | None, str]
+# (text, sort value: a number for numeric columns, else None), and for kernels' names the kernels they name
+Cell = tuple[str, Any] | tuple[str, Any, list[KernelRef]]
 
 
 @dataclass
@@ -37,6 +40,16 @@ class Section:
 def text(s: str) -> Cell:
     """A text cell: a name from a pickle shown as one bounded line (text.shown); each writer escapes it further."""
     return (shown(s), None)
+
+
+def kernel(label: str, device: str) -> Cell:
+    """A kernel's name as a text cell that the site's pages link to its page (a file alone shows the text)."""
+    return (shown(label), None, [(device, label)])
+
+
+def kernels(names: list[str]) -> Cell:
+    """Kernels' names (of any device), comma-separated; on the site each links to its page."""
+    return (shown(", ".join(names)), None, [(None, n) for n in names])
 
 
 def ns(x: float | None) -> Cell:

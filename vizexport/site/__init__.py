@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib import resources
@@ -20,7 +21,7 @@ import jinja2
 from .._version import __version__
 from ..analysis import Kernel, ProgramIndex, top_kernels
 from ..analysis.diff import Diff
-from ..analysis.launches import labels
+from ..analysis.launches import KEY_TEXT, KernelId, labels
 from ..analysis.report import Report
 from ..forks import in_background
 from ..graphs.dot import DARK_BELOW, HEADER, HIGHLIGHT
@@ -29,6 +30,7 @@ from ..perfetto import write_trace
 from ..perfetto.split import Split, read_index, write_split
 from ..records import Context, Listing, StepGraphs
 from ..report import diff_sections, diff_title, environment, report_title, run_sections
+from ..report.tables import KernelRef
 from ..summary import ProfileSummary, ReleaseInfo
 from ..timeline import ARG_PROGRAM, Timeline
 from ..units import bytes_text, duration_text
@@ -50,6 +52,7 @@ class ContextPage:
     context: Context
     index: int
     page: str
+    label: str  # the name, told apart from other contexts' of the same name (context_labels)
     pack: PackInfo | None = None
     kernels: list[KernelPage] = field(default_factory=list)
 
@@ -135,7 +138,8 @@ def build_site(outdir: Path, pages: Pages, options: SiteOptions = SiteOptions(),
         _page(env, outdir / kp.page, "kernel.html", 1, title=kp.label, kp=kp, k=kp.kernel, t0=t0, ctx=kp.ctx,
               source=_highlighted(kp.ctx.context.source if kp.ctx else None, code), **common)
     _contexts(env, outdir, contexts, packs, options, progress, code, common)
-    answers = _answers(env, outdir, report, diff, plots() if plots else ({}, {}), common)
+    answers = _answers(env, outdir, report, diff, plots() if plots else ({}, {}),
+                       {**common, "links": kernel_links(kernels)})
     releases = [(label, r) for label, r in (("Profile", summary and summary.tinygrad),
                                             ("Rewrites", graphs and ReleaseInfo.of(graphs.release))) if r]
     span = summary.span_ns if summary else None
@@ -167,7 +171,7 @@ def _contexts(env: jinja2.Environment, outdir: Path, contexts: list[ContextPage]
     def context_page(c: ContextPage) -> None:
         config = {"context": c.index, "header": HEADER, "highlight": HIGHLIGHT, "darkBelow": DARK_BELOW,
                   "maxNodes": options.max_nodes}
-        _page(env, outdir / c.page, "context.html", 1, title=c.name, c=c, ctx=c.context, config=config,
+        _page(env, outdir / c.page, "context.html", 1, title=c.label, c=c, ctx=c.context, config=config,
               pack=f"{packs_dir}{c.pack.path}" if c.pack else None,
               source=None if c.kernels else _highlighted(c.context.source, code), **common)
     for c in contexts:
@@ -216,6 +220,19 @@ def _answers(env: jinja2.Environment, outdir: Path, report: Report | None, diff:
     return out
 
 
+def kernel_links(kernels: list[KernelPage]) -> dict[KernelRef, str]:
+    """The kernel pages by (device, label) as the report and the diff name kernels (report.tables.kernel): the label
+    with the program's key where there is one, and the bare name, which a diff gives a name of several programs, and
+    (None, name) for a name of any device (the report's call sites). A name of several pages links to the one with
+    the most time (`kernels` come longest first)."""
+    out: dict[KernelRef, str] = {}
+    for kp in kernels:
+        k = kp.kernel
+        for ref in ((k.device, KernelId(k.device, k.name, k.program).label()), (k.device, k.name), (None, k.name)):
+            out.setdefault(ref, kp.page)
+    return out
+
+
 def _highlighted(src: str | None, done: dict[str, str]) -> str | None:
     if src is None:
         return None
@@ -243,7 +260,23 @@ def _context_pages(graphs: StepGraphs | None) -> list[ContextPage]:
     """A page per rewrite context."""
     if graphs is None:
         return []
-    return [ContextPage(c, n, f"ctx/{page_name(c.key.name, n)}.html") for n, c in enumerate(graphs.contexts)]
+    return [ContextPage(c, n, f"ctx/{page_name(c.key.name, n)}.html", label)
+            for n, (c, label) in enumerate(zip(graphs.contexts, context_labels(graphs.contexts), strict=True))]
+
+
+def context_labels(contexts: list[Context]) -> list[str]:
+    """Each context's name; where several contexts share it (tinygrad 0.14+ names a kernel's codegen context after
+    the kernel, and many programs are named E_2), with the program it made (the key's first digits, as a kernel
+    page's label shows it) and its index: `E_2 [e4871f1c] · #2`."""
+    n = Counter(c.key.name for c in contexts)
+    out = []
+    for i, c in enumerate(contexts):
+        if n[c.key.name] < 2:
+            out.append(c.key.name)
+            continue
+        key = next((k.hex()[:KEY_TEXT] for k in c.key.keys if isinstance(k, bytes)), None)
+        out.append(f"{c.key.name} [{key}] · #{i}" if key else f"{c.key.name} · #{i}")
+    return out
 
 
 def _take_packs(pages: list[ContextPage], packs: Iterator[PackInfo], progress: Progress | None

@@ -1,7 +1,8 @@
 // vizexport step viewer: every step of every rewrite of one context, laid out here with Graphviz (WebAssembly).
 // The context's pack (packs.py) holds its nodes and steps; this file rebuilds each step's graph, writes the same DOT
 // as vizexport's own SVG export (graphs/dot.py: the drawer is ported line by line, and tested to match it byte for
-// byte), and lays it out in a worker. ←/→ move through steps, ↑/↓ through rewrites. Works from file://.
+// byte), and lays it out in a worker. ←/→ move through steps, ↑/↓ through rewrites; the wheel (or a pinch) zooms
+// around the pointer, a drag pans, F fits and 1 shows the graph at its own size. Works from file://.
 "use strict";
 
 const config = JSON.parse(document.getElementById("viewer-config").textContent);
@@ -13,8 +14,16 @@ const gunzip = (b64) => {
 };
 const gunzipText = (b64) => gunzip(b64).text();
 
-// A pack (packs.py): a JSON header's length and text, then integer columns read in place as typed arrays.
+// A pack (packs.py): a JSON header's length and text, then integer columns, each value's bytes in planes.
 const COLUMN_TYPES = { int8: Int8Array, int16: Int16Array, int32: Int32Array };
+const unplane = (planes, Type, count) => {  // the bytes of value i are planes[i], planes[count + i], …
+  const out = new Type(count), bytes = new Uint8Array(out.buffer), width = Type.BYTES_PER_ELEMENT;
+  for (let b = 0; b < width; b++) {
+    const plane = planes.subarray(b * count, (b + 1) * count);
+    for (let i = 0, j = b; i < count; i++, j += width) bytes[j] = plane[i];  // little-endian, as every browser
+  }
+  return out;
+};
 const readPack = async (b64) => {
   const buf = await gunzip(b64).arrayBuffer();
   const size = new DataView(buf).getUint32(0, true);
@@ -23,10 +32,28 @@ const readPack = async (b64) => {
   for (const [name, type, count] of pack.columns) {
     at += -at & 3;  // each column starts at a multiple of 4 bytes
     const Type = COLUMN_TYPES[type];
-    pack[name] = new Type(buf, at, count);
+    pack[name] = unplane(new Uint8Array(buf, at, count * Type.BYTES_PER_ELEMENT), Type, count);
     at += count * Type.BYTES_PER_ELEMENT;
   }
   return pack;
+};
+
+// The rewrites and their steps: each step's numbers are the running sums of the step columns (packs.py).
+const readSteps = (pack) => {
+  const sums = {}, errors = new Map(pack.errors);
+  for (const name of ["sink", "before", "after", "loc"]) {
+    const d = pack[name], out = (sums[name] = new Int32Array(d.length));
+    for (let i = 0, v = 0; i < d.length; i++) out[i] = v += d[i];
+  }
+  let at = 0;
+  return pack.rewrites.map(([name, depth, count], index) => {
+    const steps = [];
+    for (let i = 0; i < count; i++, at++) {
+      steps.push({ i, sink: sums.sink[at], before: sums.before[at], after: sums.after[at], loc: sums.loc[at],
+                   seconds: pack.seconds[at], error: errors.get(at) ?? null });
+    }
+    return { index, name, depth, steps };
+  });
 };
 
 // A Map that forgets its least recently used entries beyond `limit` (graphs and layouts of steps seen long ago).
@@ -403,6 +430,119 @@ class Layout {
   }
 }
 
+// ---- zoom, pan and fit: the picture's viewBox is the part of the graph the box shows ----
+// Graphviz sizes its SVG in points; the view is a scale (CSS pixels per point) and the graph point at the box's
+// top left. A new picture is fitted into the box (never enlarged past its own size) unless the person has zoomed or
+// panned: then the other steps of that rewrite keep the view, so a change can be followed step by step.
+const PT = 4 / 3;  // CSS pixels per point: 1:1 shows the graph at the size Graphviz gives it
+const ZOOM_STEP = 1.25;  // the + and − buttons and keys
+const WHEEL_RATE = 0.002;  // zoom per pixel of wheel travel (a trackpad's pinch arrives as a wheel with ctrlKey)
+const LINE_PX = 16;  // a wheel that counts lines
+const ZOOM_OUT = 4, ZOOM_IN = 8;  // how far past fit and past 1:1 the scale goes
+
+class Zoom {
+  constructor(box, changed) {
+    Object.assign(this, { box, changed, svg: null, scale: PT, x: 0, y: 0, auto: true, pointers: new Map() });
+    box.addEventListener("wheel", (e) => this.wheel(e), { passive: false });
+    box.addEventListener("pointerdown", (e) => this.down(e));
+    box.addEventListener("pointermove", (e) => this.move(e));
+    for (const t of ["pointerup", "pointercancel"]) box.addEventListener(t, (e) => this.up(e));
+    new ResizeObserver(() => this.apply()).observe(box);
+  }
+
+  attach(svg) {  // a new picture
+    const vb = svg.viewBox.baseVal;
+    this.bounds = { x: vb.x, y: vb.y, w: Math.max(vb.width, 1), h: Math.max(vb.height, 1) };
+    svg.setAttribute("width", "100%");
+    svg.setAttribute("height", "100%");
+    this.svg = svg;
+    this.apply();
+  }
+
+  detach() { this.svg = null; this.changed(this); }
+
+  size() { return [Math.max(this.box.clientWidth, 1), Math.max(this.box.clientHeight, 1)]; }
+
+  fitScale() {
+    const [w, h] = this.size();
+    return Math.min(PT, w / this.bounds.w, h / this.bounds.h);
+  }
+
+  fit() { this.auto = true; this.apply(); }
+
+  center(scale) {  // the graph's middle in the box's middle, at `scale`
+    const [w, h] = this.size(), b = this.bounds;
+    Object.assign(this, { scale, x: b.x + (b.w - w / scale) / 2, y: b.y + (b.h - h / scale) / 2 });
+  }
+
+  zoomAt(factor, px, py) {  // scale by `factor`, keeping the graph point under (px, py) of the box where it is
+    if (!this.svg) return;
+    const lo = this.fitScale() / ZOOM_OUT, hi = PT * ZOOM_IN;
+    const scale = Math.min(hi, Math.max(lo, this.scale * factor));
+    this.x += px / this.scale - px / scale;
+    this.y += py / this.scale - py / scale;
+    Object.assign(this, { scale, auto: false });
+    this.apply();
+  }
+
+  zoomCentered(factor) { const [w, h] = this.size(); this.zoomAt(factor, w / 2, h / 2); }
+
+  actualSize() {  // from a fitted view, around the step's change (its new nodes), else around the view's middle
+    const changed = this.auto && this.svg ? [...this.svg.querySelectorAll(".created, .rebuilt")] : [];
+    if (!changed.length) { this.zoomCentered(PT / this.scale); return; }
+    const r = this.box.getBoundingClientRect(), rects = changed.map((g) => g.getBoundingClientRect());
+    const mid = (lo, hi) => (Math.min(...rects.map(lo)) + Math.max(...rects.map(hi))) / 2;
+    const px = mid((q) => q.left, (q) => q.right) - r.left, py = mid((q) => q.top, (q) => q.bottom) - r.top;
+    const [w, h] = this.size();
+    this.zoomAt(PT / this.scale, px, py);
+    this.panBy(w / 2 - px, h / 2 - py);  // and that point in the box's middle
+  }
+
+  panBy(dx, dy) { this.x -= dx / this.scale; this.y -= dy / this.scale; this.auto = false; this.apply(); }
+
+  apply() {
+    if (!this.svg) return;
+    if (this.auto) this.center(this.fitScale());
+    const [w, h] = this.size(), b = this.bounds, vw = w / this.scale, vh = h / this.scale;
+    // some of the graph stays in view: the view's middle never leaves the graph's box
+    this.x = Math.min(b.x + b.w - vw / 2, Math.max(b.x - vw / 2, this.x));
+    this.y = Math.min(b.y + b.h - vh / 2, Math.max(b.y - vh / 2, this.y));
+    this.svg.setAttribute("viewBox", `${this.x} ${this.y} ${vw} ${vh}`);
+    this.changed(this);
+  }
+
+  wheel(e) {
+    if (!this.svg) return;
+    e.preventDefault();
+    const r = this.box.getBoundingClientRect(), px = e.deltaMode === 1 ? LINE_PX : 1;
+    this.zoomAt(Math.exp(-e.deltaY * px * WHEEL_RATE), e.clientX - r.left, e.clientY - r.top);
+  }
+
+  down(e) {
+    if (!this.svg || (e.pointerType === "mouse" && e.button !== 0)) return;
+    this.pointers.set(e.pointerId, [e.clientX, e.clientY]);
+    this.box.setPointerCapture(e.pointerId);
+    this.box.classList.add("panning");
+  }
+
+  move(e) {  // one pointer pans, two pinch
+    const was = this.pointers.get(e.pointerId);
+    if (!was) return;
+    const now = [e.clientX, e.clientY];
+    const other = [...this.pointers].find(([id]) => id !== e.pointerId)?.[1];
+    this.pointers.set(e.pointerId, now);
+    if (!other) { this.panBy(now[0] - was[0], now[1] - was[1]); return; }
+    const r = this.box.getBoundingClientRect(), gap = (a) => Math.hypot(a[0] - other[0], a[1] - other[1]);
+    this.zoomAt(gap(now) / Math.max(gap(was), 1), (now[0] + other[0]) / 2 - r.left, (now[1] + other[1]) / 2 - r.top);
+  }
+
+  up(e) {
+    if (!this.pointers.delete(e.pointerId)) return;
+    if (this.box.hasPointerCapture(e.pointerId)) this.box.releasePointerCapture(e.pointerId);
+    if (!this.pointers.size) this.box.classList.remove("panning");
+  }
+}
+
 // ---- the viewer ----
 const keepInView = (list, item) => {  // scroll the list, not the page, to show its current item
   const top = item.offsetTop, bottom = top + item.offsetHeight;
@@ -414,12 +554,12 @@ const view = async () => {
   const pack = await readPack(window.vizexportPacks[config.context]);
   const nodes = new Nodes(pack), drawer = new Drawer(nodes), layout = new Layout(), graphs = new Lru(64);
   const drawn = new Lru(512);  // step → its graph, new nodes and DOT
-  const rewrites = pack.rewrites.map(([name, depth, steps], index) => ({
-    index, name, depth,
-    steps: steps.map(([sink, before, after, loc, seconds, error], i) => ({ i, sink, before, after, loc, seconds, error })),
-  }));
+  const rewrites = readSteps(pack);
   const where = (st) => (st.loc >= 0 ? `${pack.locs[st.loc][0].split("/").pop()}:${pack.locs[st.loc][1]}` : "");
-  let r = 0, s = 0, generation = 0, busy = false, wanted = null, listed = -1;
+  let r = 0, s = 0, generation = 0, busy = false, wanted = null, listed = -1, viewed = -1;
+  const zoom = new Zoom($("graph"), (z) => {
+    $("zoom-level").textContent = z.svg ? `${z.auto ? "fit, " : ""}${Math.round((100 * z.scale) / PT)}%` : "";
+  });
 
   const stepGraph = (rw, k) => {  // graph, new nodes and DOT of step k of rewrite rw (as graphs/export draws it)
     const key = `${rw.index}:${k}`;
@@ -450,8 +590,13 @@ const view = async () => {
 
   const showSvg = (result, key) => {
     const box = $("graph");
-    if (result.error) box.replaceChildren(note(`Graphviz could not lay out this graph: ${result.error}`));
-    else box.innerHTML = result.svg;
+    if (result.error) {
+      box.replaceChildren(note(`Graphviz could not lay out this graph: ${result.error}`));
+      zoom.detach();
+    } else {
+      box.innerHTML = result.svg;
+      zoom.attach(box.querySelector("svg"));
+    }
     box.dataset.step = key;
     box.classList.remove("pending");
   };
@@ -473,6 +618,7 @@ const view = async () => {
   const show = () => {
     const rw = rewrites[r], step = rw.steps[s], key = `${r}:${s}`;
     generation++;
+    if (viewed !== r) { zoom.auto = true; viewed = r; }  // another rewrite's graphs: fitted again
     $("position").textContent = `${r}. ${rw.name} · step ${s} of ${rw.steps.length - 1}`;
     const d = stepGraph(rw, s);
     const info = [];
@@ -485,6 +631,7 @@ const view = async () => {
     const box = $("graph");
     if (!d.g) {
       box.replaceChildren(note("This step could not be replayed (see the error above): there is no graph to show."));
+      zoom.detach();
       box.dataset.step = key;
       box.classList.remove("pending");
     } else {
@@ -516,10 +663,17 @@ const view = async () => {
   };
   $("prev").addEventListener("click", () => go(0, -1));
   $("next").addEventListener("click", () => go(0, 1));
+  const zoomKeys = { f: () => zoom.fit(), 1: () => zoom.actualSize(), "+": () => zoom.zoomCentered(ZOOM_STEP),
+                     "=": () => zoom.zoomCentered(ZOOM_STEP), "-": () => zoom.zoomCentered(1 / ZOOM_STEP) };
   document.addEventListener("keydown", (e) => {
+    if (e.altKey || e.ctrlKey || e.metaKey) return;
     const k = { ArrowLeft: [0, -1], ArrowRight: [0, 1], ArrowUp: [-1, 0], ArrowDown: [1, 0] }[e.key];
-    if (k && !e.altKey && !e.ctrlKey && !e.metaKey) { e.preventDefault(); go(...k); }
+    if (k) { e.preventDefault(); go(...k); } else if (zoomKeys[e.key]) { e.preventDefault(); zoomKeys[e.key](); }
   });
+  $("zoom-fit").addEventListener("click", () => zoom.fit());
+  $("zoom-actual").addEventListener("click", () => zoom.actualSize());
+  $("zoom-in").addEventListener("click", () => zoom.zoomCentered(ZOOM_STEP));
+  $("zoom-out").addEventListener("click", () => zoom.zoomCentered(1 / ZOOM_STEP));
   $("rewrite-list").replaceChildren(...rewrites.map((rw) => {  // numbered, indented by nesting depth
     const li = document.createElement("li"), a = document.createElement("a");
     li.style.paddingLeft = `${rw.depth * 0.8}em`;
@@ -535,7 +689,7 @@ const view = async () => {
   const m = location.hash.match(/^#r(\d+)(?:s(\d+))?$/);
   if (m) { r = Math.min(+m[1], rewrites.length - 1); s = Math.min(+(m[2] || 0), rewrites[r].steps.length - 1); }
   window.vizexportViewer = {  // for tests: the viewer's state and a way to jump
-    nodes, rewrites, stepGraph, go: (rr, ss) => { r = rr; s = ss; show(); }, shown: () => `${r}:${s}`,
+    nodes, rewrites, stepGraph, zoom, go: (rr, ss) => { r = rr; s = ss; show(); }, shown: () => `${r}:${s}`,
     diff: (step) => unifiedDiff(pretty(nodes, step.before), pretty(nodes, step.after)),
   };
   show();
