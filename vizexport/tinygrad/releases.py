@@ -79,17 +79,20 @@ TRAITS: dict[str, Traits] = {
 
 
 def traits(release: str) -> Traits:
-    """The traits of `release`. The one place with a default: a release not in the table (a newer build, or
-    "unknown" for an empty profile) is read as the newest known, master."""
-    return TRAITS.get(release, TRAITS[NEWEST])
+    """The traits of `release` (of master for one not in the table: `known`)."""
+    return TRAITS[known(release)]
+
+
+def known(release: str) -> str:
+    """The one place with a default: a release not in RELEASES (a newer build, or "unknown" for an empty profile) is
+    read as the newest known, master (its traits and its enum tables)."""
+    return release if release in RELEASES else NEWEST
 
 
 @cache
 def enum_table(release: str, enum: str = "Ops") -> dict[int, str]:
     """value → name of `enum` in `release` (empty if that release has no such enum)."""
-    if release not in RELEASES:
-        return {}
-    text = resources.files("vizexport.data.enums").joinpath(f"{release}.json").read_text()
+    text = resources.files("vizexport.data.enums").joinpath(f"{known(release)}.json").read_text()
     values = json.loads(text)["enums"].get(enum, {}).get("values", {})
     return {int(k): v for k, v in values.items()}
 
@@ -97,9 +100,7 @@ def enum_table(release: str, enum: str = "Ops") -> dict[int, str]:
 @cache
 def dtype_names(release: str) -> dict[str, str]:
     """DType.name → the attribute its repr prints (`dtypes.uint` for 'unsigned int') in `release`."""
-    if release not in RELEASES:
-        return {}
-    text = resources.files("vizexport.data.enums").joinpath(f"{release}.json").read_text()
+    text = resources.files("vizexport.data.enums").joinpath(f"{known(release)}.json").read_text()
     return dict(json.loads(text).get("dtypes", {}))
 
 
