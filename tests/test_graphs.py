@@ -428,10 +428,10 @@ def test_quote_and_svg_helpers():
 
 
 def test_semantics_per_release():
-    from vizexport.tinygrad.replay import semantics
-    assert semantics("0.10.0").always_walk and semantics("0.10.1").advance == "never"
-    assert semantics("0.13.0").call_bodies == "skip" and semantics("master").walk_flag
-    assert not semantics("0.10.3").tags and semantics("0.11.0").tags
+    from vizexport.tinygrad.releases import traits
+    assert traits("0.10.0").replay.always_walk and traits("0.10.1").replay.advance == "never"
+    assert traits("0.13.0").replay.call_bodies == "skip" and traits("master").replay.walk_flag
+    assert not traits("0.10.3").replay.tags and traits("0.11.0").replay.tags
 
 
 def test_policy():

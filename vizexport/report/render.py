@@ -5,16 +5,20 @@ from __future__ import annotations
 
 import textwrap
 
+from ..analysis.tables import WIDTH as TERMINAL  # columns of a text table, as `top`'s
+from ..analysis.tables import fit
 from ..text import lines, markdown, shown
 from .tables import Section, Table
 
 WIDTH = 110  # notes are wrapped to this
-CELL = 60  # longest cell text on a terminal (longer ones are cut with …)
+CELL = 60  # longest cell text on a terminal (longer ones are cut in the middle with …, their ends kept)
+NARROWEST = 16  # a text column is cut no narrower than this to fit TERMINAL
+GAP = 2  # spaces between columns
 MD_ROWS = 100  # rows of a Markdown table (a pull-request comment holds at most 65,536 characters)
 
 
 def as_text(title: str, headline: str, sections: list[Section], full: bool = False) -> str:
-    out = [shown(title, None), shown(headline, None), ""]
+    out = [shown(title, None), *textwrap.wrap(shown(headline, None), TERMINAL), ""]
     for s in sections:
         out += [s.title, "-" * len(s.title)]
         if s.note:
@@ -25,27 +29,52 @@ def as_text(title: str, headline: str, sections: list[Section], full: bool = Fal
     return lines("\n".join(out).rstrip() + "\n")
 
 
-def _cut(s: str) -> str:
-    s = s.replace("\n", " ")
-    return s if len(s) <= CELL else s[:CELL - 1] + "…"
-
-
 def _text_table(t: Table, full: bool) -> list[str]:
     rows = t.rows if full or t.limit is None else t.rows[:t.limit]
     if not rows:
         return ["(none)"]
-    cells = [[_cut(c[0]) for c in r] for r in rows]
+    cap = CELL if len(t.headers) > 2 else TERMINAL  # a name and its value: the value may take the line
+    cells = [[_fit(c[0].replace("\n", " "), cap) for c in r] for r in rows]
     widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(t.headers)]
     right = [t.numeric(i) for i in range(len(t.headers))]
+    kept = _fitting(t, widths, right)
 
     def line(values: list[str]) -> str:
-        cols = zip(values, widths, right, strict=True)
-        return "  ".join(v.rjust(w) if r else v.ljust(w) for v, w, r in cols).rstrip()
+        return "  ".join(_fit(values[i], widths[i]).rjust(widths[i]) if right[i] else
+                         _fit(values[i], widths[i]).ljust(widths[i]) for i in kept).rstrip()
     out = [line(t.headers)] if any(t.headers) else []
     out += [line(r) for r in cells]
     if len(rows) < len(t.rows):
         out.append(f"… {len(t.rows) - len(rows)} more (the .json and .html outputs have them all)")
     return out
+
+
+def _fit(value: str, width: int) -> str:
+    """A cell in `width` characters: a path loses its start (its file and line are at its end), other text its
+    middle (a program key at the end stays)."""
+    if value.startswith("/") and len(value) > width:
+        return "…" + value[len(value) - width + 1:]
+    return fit(value, width)
+
+
+def _fitting(t: Table, widths: list[int], right: list[bool]) -> list[int]:
+    """The columns a terminal shows, narrowing `widths` in place, so that a line fits TERMINAL columns: the table's
+    optional columns go first, then the text columns are cut, the widest a character at a time (they end up alike),
+    none narrower than NARROWEST."""
+    kept = list(range(len(widths)))
+
+    def total() -> int:
+        return sum(widths[i] for i in kept) + GAP * (len(kept) - 1)
+    for group in t.optional:
+        if total() <= TERMINAL:
+            break
+        kept = [i for i in kept if i not in group]
+    while total() > TERMINAL:
+        widest = max((i for i in kept if not right[i]), key=lambda i: widths[i], default=None)
+        if widest is None or widths[widest] <= NARROWEST:
+            break
+        widths[widest] -= 1
+    return kept
 
 
 def as_markdown(title: str, headline: str, sections: list[Section]) -> str:

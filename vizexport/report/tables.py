@@ -18,6 +18,8 @@ class Table:
     headers: list[str]
     rows: list[list[Cell]]
     limit: int | None = None  # rows a terminal or a PR comment shows (HTML shows all)
+    # groups of columns (by index) a terminal drops, in this order, where the table is too wide for it
+    optional: tuple[tuple[int, ...], ...] = ()
 
     def numeric(self, col: int) -> bool:
         return any(isinstance(r[col][1], (int, float)) for r in self.rows)

@@ -12,6 +12,7 @@ from typing import Any
 from ..pickles import EnumValue, FloatStub, Stub, class_name, int_text
 from .common import DTypeText, strip_ansi, text
 from .releases import enum_table
+from .standins import first, get_field, last, uop_op
 
 DTYPES = {"DType", "PtrDType", "ImageDType"}
 PLAIN = (type(None), bool, int, str, bytes)
@@ -158,9 +159,8 @@ class ArgText:
         return f"{cls}({', '.join(shown[:4])}{', …' if len(shown) > 4 else ''})"
 
     def uop(self, u: Stub) -> str:
-        a = u._args
-        op = self.enum(a[0]).split(".")[-1] if a and isinstance(a[0], EnumValue) else "UOp"
-        arg = a[3] if len(a) > 3 else None
+        code, arg = uop_op(u), get_field(u, "arg", cls="UOp")
+        op = self.enum(code).split(".")[-1] if isinstance(code, EnumValue) else "UOp"
         return op if arg is None or isinstance(arg, Stub) else f"{op} {self.short(arg, 1)}"
 
 
@@ -194,14 +194,14 @@ def _shapetracker(t: ArgText, x: Stub, d: dict) -> str:
 
 
 def _kernel(t: ArgText, x: Stub, d: dict) -> str:
-    ast = d.get("ast", x._args[0] if x._args else None)
+    ast = d.get("ast", first(x))
     if isinstance(ast, int) and not isinstance(ast, EnumValue):
         return f"Kernel {t.op_name(ast)}"
     return f"Kernel {t.uop(ast)}" if isinstance(ast, Stub) else "Kernel"
 
 
 def _block(t: ArgText, x: Stub, d: dict) -> str:
-    lst = d.get("lst", x._args[-1] if x._args else ())
+    lst = d.get("lst", last(x, ()))
     return f"{class_name(x)}({len(lst) if isinstance(lst, (tuple, list)) else '?'} uops)"
 
 

@@ -13,7 +13,8 @@ from ..limits import capped
 from ..pickles import brief, class_name, int_text
 from ..records import INT64, Key
 from ..text import unicode
-from .releases import dtype_names, enum_table
+from .releases import dtype_names, enum_table, traits
+from .standins import ANY_DTYPE, get_field, has, n_fields
 
 _SGR = re.compile(r"\x1b\[([0-9;]*)m")
 _COLORS = {30: "black", 31: "red", 32: "green", 33: "yellow", 34: "blue", 35: "magenta", 36: "cyan", 37: "white",
@@ -188,8 +189,8 @@ class DTypeText:
     def __init__(self, release: str) -> None:
         self.names = dtype_names(release)
         self.addrspaces = enum_table(release, "AddrSpace")
-        self.vec_above_one = release in OLD_VEC  # `.vec(n)` for count > 1 (later: count != 1)
-        self.ptr = "local0" if release == "0.10.0" else "local" if release in LOCAL_PTR else "addrspace"
+        self.vec_above_one = traits(release).vec_above_one
+        self.ptr = traits(release).ptr_spelling
         self._cache: dict[int, tuple[Any, str]] = {}  # id(DType stand-in) → (it, text): a run has a few dtypes
 
     def __call__(self, dt: Any) -> str:
@@ -201,25 +202,28 @@ class DTypeText:
         return hit[1]
 
     def _text(self, dt: Any) -> str:
-        args, cls = getattr(dt, "_args", ()), class_name(dt)
-        if len(args) < 3:
+        cls = class_name(dt)
+        if n_fields(dt) < 3:
             return text(dt)
-        v = args[8] if len(args) > 8 and type(args[8]) is int else 1
-        vec = f".vec({v})" if v != 1 else ""
+        v = get_field(dt, "v", cls=ANY_DTYPE)
+        vec = f".vec({v})" if type(v) is int and v != 1 else ""
         if cls == "ImageDType":
-            return f"{text(args[2])}({text(args[10]) if len(args) > 10 else ''}){vec}"
+            shape = text(get_field(dt, "shape")) if has(dt, "shape") else ""
+            return f"{text(get_field(dt, 'name'))}({shape}){vec}"
         if cls == "PtrDType":
-            base = self(args[6]) if len(args) > 6 and class_name(args[6]) == "DType" else "?"
-            return f"{base}.ptr({self._ptr_args(args)}){vec}"
-        scalar = args[5] if len(args) > 5 and class_name(args[5]) == "DType" and len(args[5]._args) > 2 else dt
-        name = text(scalar._args[2])
-        count = args[4] if len(args) > 4 and type(args[4]) is int else 1
+            base = get_field(dt, "base")
+            return f"{self(base) if class_name(base) == 'DType' else '?'}.ptr({self._ptr_args(dt)}){vec}"
+        scalar = get_field(dt, "scalar", cls=ANY_DTYPE)
+        scalar = scalar if class_name(scalar) == "DType" and n_fields(scalar) > 2 else dt
+        name = text(get_field(scalar, "name", cls=ANY_DTYPE))
+        count = get_field(dt, "count", cls=ANY_DTYPE)
+        count = count if type(count) is int else 1
         shown = count > 1 if self.vec_above_one else count != 1
         return self.names.get(name, name) + (f".vec({count})" if shown else "")
 
-    def _ptr_args(self, args: tuple) -> str:
-        where = args[7] if len(args) > 7 else None
-        size = text(args[9]) if len(args) > 9 else "-1"
+    def _ptr_args(self, dt: Any) -> str:
+        where = get_field(dt, "where")
+        size = text(get_field(dt, "ptr_size")) if has(dt, "ptr_size") else "-1"
         if self.ptr == "local0":
             return "local=True" if where else ""
         if self.ptr == "local":
@@ -228,18 +232,14 @@ class DTypeText:
         return size + (f", AddrSpace.{space}" if space != "GLOBAL" else "")
 
 
-OLD_VEC = frozenset(("0.10.0", "0.10.1", "0.10.2", "0.10.3", "0.11.0"))
-LOCAL_PTR = frozenset(("0.10.1", "0.10.2", "0.10.3"))
-
-
 MAX_DTYPE_BITS = 1 << 20  # one element of a dtype (a vector of them too) is narrower: wider is a corrupt DType
 
 
 def dtype_bits(dt: Any, bitsize: bool) -> int:
     """Size of one element in bits; `bitsize` says whether the pickle stored bits (>= 0.12) or bytes. 0 where the
     DType gives no size, or one no dtype has (negative, or past MAX_DTYPE_BITS): an unknown size."""
-    args = getattr(dt, "_args", ())
-    if len(args) < 2 or type(args[1]) is not int:
+    size = get_field(dt, "size", cls=ANY_DTYPE)
+    if type(size) is not int:
         return 0
-    bits = args[1] if bitsize else args[1] * 8
+    bits = size if bitsize else size * 8
     return bits if 0 <= bits <= MAX_DTYPE_BITS else 0

@@ -15,12 +15,10 @@ from typing import Any
 
 from ..records import Context, RewriteLog, UOpRec
 from ..timeline import ARG_GBS_LDS, ARG_GBS_MEM, ARG_GFLOPS, Work
-from .flops import RELEASES as SPEC_RELEASES
 from .flops import program_estimates
-from .releases import enum_table
+from .releases import enum_table, traits
 from .symbolic import sym_eval
 
-BY_PROGRAM_KEY = frozenset(("0.14.0", "master"))  # releases that link launches by profile_key only
 Figures = tuple[float | int | None, float | int | None, float | int | None]  # (ops, lds, mem)
 
 
@@ -53,7 +51,7 @@ class SpecCost:
 
 def context_cost(ret: Any, rewrites: list, uops: dict[int, UOpRec], release: str) -> UOpCost | SpecCost | None:
     """The estimates of a codegen context: from its ProgramSpec (`ret`, 0.11/0.12) or its View Program step."""
-    if release in SPEC_RELEASES:
+    if traits(release).spec_counting is not None:
         return SpecCost(ret, release) if ret is not None else None
     for r in rewrites:
         prog = uops.get(r.sink)
@@ -68,8 +66,8 @@ class Estimates:
 
     def __init__(self, log: RewriteLog) -> None:
         self.by_key: dict[Any, Context] = {k: c for c in log.contexts for k in c.key.keys}  # a later context wins
-        self.by_name = log.release.name not in BY_PROGRAM_KEY
-        self.exec_by_name = log.release.name == "0.12.0"  # the exec that gives variables must name the kernel
+        self.by_name = not traits(log.release.name).link_by_program_key
+        self.exec_by_name = traits(log.release.name).exec_by_name  # the exec giving variables must name the kernel
 
     def lookup(self, profile_key: bytes | None, name: str) -> Context | None:
         """The codegen context of a launch: by its program key, or (before 0.14) by its name."""

@@ -25,10 +25,9 @@ from typing import Any
 from ..pickles import class_name
 from ..walks import post_order
 from .common import dtype_bits
-from .releases import enum_table
+from .releases import SpecCounting, enum_table, traits
+from .standins import ANY_DTYPE, get_field, has, uop_field, uop_op, uop_view
 from .symbolic import sym_eval
-
-RELEASES = ("0.11.0", "0.12.0")
 
 # GroupOp.ALU (0.11.0 uop/__init__.py:86-90, 0.12.0 the same but RECIP is called RECIPROCAL)
 ALU = frozenset({"EXP2", "LOG2", "SIN", "SQRT", "RECIP", "RECIPROCAL", "NEG", "TRUNC",
@@ -38,8 +37,6 @@ MOVEMENT = frozenset({"RESHAPE", "EXPAND", "PERMUTE", "PAD", "SHRINK", "FLIP"}) 
 MEMORY = ("LOAD", "STORE")
 PTR_TYPES = ("PtrDType", "ImageDType")
 REG = "REG"  # AddrSpace of registers: not memory traffic
-# positions in the DType / PtrDType REDUCE arguments (both releases)
-DT_COUNT, PTR_ADDRSPACE, PTR_SIZE = 4, 7, 9
 # WMMA arg = (name, dims (N, M, K), dtype_in, dtype_out, device, threads, ...)
 WMMA_DIMS, WMMA_THREADS = 1, 5
 MAX_CHAIN = 10_000  # steps down a chain of first sources (a buffer's views): more is a corrupt or crafted trace
@@ -99,12 +96,12 @@ class Estimates:
     ops: Count
     lds: Count
     mem: Count
-    release: str
+    ints_only: bool  # SpecCounting.ints_only
 
     def values(self, var_vals: dict[str, int] | None = None) -> tuple[int, int, int] | None:
         """(ops, lds, mem) of one launch, or None where the release's viewer shows no figures."""
         counts = (self.ops, self.lds, self.mem)
-        if self.release == "0.11.0" and not all(isinstance(x, int) for x in counts):
+        if self.ints_only and not all(isinstance(x, int) for x in counts):
             return None  # 0.11 draws figures only when all three are ints (its profile has no var_vals)
         ops, lds, mem = (value(x, var_vals or {}) for x in counts)
         return None if ops is None or lds is None or mem is None else (ops, lds, mem)
@@ -113,34 +110,43 @@ class Estimates:
 class _Reader:
     """Op names, dtype sizes and graph walks over one release's UOp stand-ins."""
 
-    def __init__(self, release: str) -> None:
-        self.release, self.ops = release, enum_table(release)
+    def __init__(self, release: str, rules: SpecCounting) -> None:
+        self.rules, self.ops = rules, enum_table(release)
         self.space = enum_table(release, "AddrSpace")
-        self.bitsize = release != "0.11.0"  # 0.11 DTypes pickle itemsize, 0.12 bitsize
+        self.bitsize = traits(release).dtype_bits
 
     def op(self, u: Any) -> str | None:
-        return self.ops.get(int(u._args[0])) if class_name(u) == "UOp" else None
+        return self.ops.get(int(uop_op(u))) if class_name(u) == "UOp" else None
 
     def itemsize(self, dt: Any) -> int:
         return (dtype_bits(dt, self.bitsize) + 7) // 8  # DType.itemsize; a vector dtype's covers all its lanes
 
     def not_reg(self, dt: Any) -> bool:
         """`not isinstance(dt, PtrDType) or dt.addrspace != AddrSpace.REG`"""
-        a = dt._args if class_name(dt) in PTR_TYPES else ()
-        return len(a) <= PTR_ADDRSPACE or self.space.get(int(a[PTR_ADDRSPACE])) != REG
+        if class_name(dt) not in PTR_TYPES or not has(dt, "where", ANY_DTYPE):
+            return True
+        return self.space.get(int(get_field(dt, "where", cls=ANY_DTYPE))) != REG
 
     def toposort(self, root: Any, stop: str | None = None, done: dict[int, Any] | None = None) -> dict[int, Any]:
         """UOp.toposort by identity (a cycle raises walks.CycleError); `stop`: an op neither kept nor walked into;
         `done`: nodes to leave out (walked before)."""
         if stop is not None and self.op(root) == stop:
             return {}
-        srcs = (lambda u: tuple(s for s in u._args[2] if self.op(s) != stop)) if stop else (lambda u: u._args[2])
+        srcs = (lambda u: tuple(s for s in _src(u) if self.op(s) != stop)) if stop else _src
         return {id(u): u for u in post_order(root, srcs, done or {}, key=id, budget=WALK_BUDGET)}
+
+
+def _src(u: Any) -> Any:
+    return uop_field(u, "src")
+
+
+def _dtype(u: Any) -> Any:
+    return uop_field(u, "dtype")
 
 
 def _bound(x: Any, r: _Reader) -> int | Any:
     """A loop bound or launch size: an int when ssimplify gives a constant, else the UOp stand-in (symbolic)."""
-    return x._args[3] if r.op(x) == "CONST" and isinstance(x._args[3], int) else x
+    return uop_field(x, "arg") if r.op(x) == "CONST" and isinstance(uop_field(x, "arg"), int) else x
 
 
 def _times(mults: tuple[int, tuple], x: int | Any) -> tuple[int, tuple]:
@@ -152,13 +158,13 @@ def _indexing(uops: list, r: _Reader) -> set[int]:
     skip: dict[int, Any] = {}  # every node met
     whole: dict[int, Any] = {}  # nodes whose whole graph was walked (a walk stopped at RANGEs may meet them again)
     for u in uops:
-        op, src = r.op(u), u._args[2]
-        if op in MEMORY and (r.release != "0.11.0" or r.not_reg(src[0]._args[1])):
+        op, src = r.op(u), _src(u)
+        if op in MEMORY and (not r.rules.whole_index or r.not_reg(_dtype(src[0]))):
             idx = src[0]
-            if r.release == "0.11.0":
+            if r.rules.whole_index:
                 whole |= r.toposort(idx, done=whole)
             else:  # 0.12: the INDEX's offsets (not the buffer, which may be an AFTER), not walking into a RANGE
-                roots = idx._args[2][1:] if r.op(idx) == "INDEX" else (idx,)
+                roots = _src(idx)[1:] if r.op(idx) == "INDEX" else (idx,)
                 for s in roots:
                     skip |= r.toposort(s, stop="RANGE", done=skip)
             if len(src) > 2:
@@ -174,30 +180,30 @@ def _from_uops(uops: list, r: _Reader) -> tuple[Count, Count, Count]:
     flops, lds, mem = _Sum(), _Sum(), {}
     mults: tuple[int, tuple] = (1, ())
     stack: list[tuple[int, tuple]] = []
-    loop_end = "ENDRANGE" if r.release == "0.11.0" else "END"
+    loop_end = r.rules.loop_end
     for u in uops:
-        op, dt, src, arg = r.op(u), u._args[1], u._args[2], u._args[3]
-        if op in MEMORY and r.release != "0.11.0":
+        op, (_, dt, src, arg, _) = r.op(u), uop_view(u)
+        if op in MEMORY and not r.rules.mem_from_ast:
             buf = u
             for _ in range(MAX_CHAIN):
-                if not buf._args[2]:
+                if not _src(buf):
                     break
-                buf = buf._args[2][0]
+                buf = _src(buf)[0]
             if r.op(buf) == "DEFINE_GLOBAL":  # all of a global buffer counts as accessed, once per LOAD/STORE kind
-                mem[(id(buf), op)] = buf._args[1]._args[PTR_SIZE] * r.itemsize(buf._args[1])
+                mem[(id(buf), op)] = get_field(_dtype(buf), "ptr_size", cls=ANY_DTYPE) * r.itemsize(_dtype(buf))
         if op == "RANGE":
             stack.append(mults)
             mults = _times(mults, _bound(src[0], r))
         elif op == loop_end:
             mults = stack.pop()
         elif op == "SPECIAL":  # a launch dimension: 0.11 keeps its size in arg[1], 0.12 in src[0]
-            mults = _times(mults, _bound(arg[1] if r.release == "0.11.0" else src[0], r))
-        elif op == "LOAD" and r.not_reg(src[0]._args[1]):
+            mults = _times(mults, _bound(arg[1] if r.rules.special_size_in_arg else src[0], r))
+        elif op == "LOAD" and r.not_reg(_dtype(src[0])):
             lds.add(mults, r.itemsize(dt))
-        elif op == "STORE" and r.not_reg(src[0]._args[1]):
-            lds.add(mults, r.itemsize(src[1]._args[1]))
+        elif op == "STORE" and r.not_reg(_dtype(src[0])):
+            lds.add(mults, r.itemsize(_dtype(src[1])))
         elif op in ALU and id(u) not in skip:
-            flops.add(mults, (2 if op == "MULACC" else 1) * dt._args[DT_COUNT])
+            flops.add(mults, (2 if op == "MULACC" else 1) * get_field(dt, "count", cls=ANY_DTYPE))
         elif op == "WMMA" and id(u) not in skip:
             flops.add(mults, 2 * math.prod(arg[WMMA_DIMS]) // arg[WMMA_THREADS])
     return flops.result(r.ops), lds.result(r.ops), sum(mem.values())
@@ -206,9 +212,9 @@ def _from_uops(uops: list, r: _Reader) -> tuple[Count, Count, Count]:
 def _base(u: Any, r: _Reader) -> Any:
     """UOp.base in 0.11: through VIEWs with a source, movement ops and MULTI."""
     for _ in range(MAX_CHAIN):
-        if not ((r.op(u) == "VIEW" and u._args[2]) or r.op(u) in MOVEMENT or r.op(u) == "MULTI"):
+        if not ((r.op(u) == "VIEW" and _src(u)) or r.op(u) in MOVEMENT or r.op(u) == "MULTI"):
             break
-        u = u._args[2][0]
+        u = _src(u)[0]
     return u
 
 
@@ -216,17 +222,17 @@ def _nbytes(dt: Any, r: _Reader) -> int | None:
     """PtrDType.nbytes in 0.11 (size -1 counts 0); None where tinygrad raises (not a pointer)."""
     if class_name(dt) not in PTR_TYPES:
         return None
-    size = dt._args[PTR_SIZE]
+    size = get_field(dt, "ptr_size", cls=ANY_DTYPE)
     return 0 if size == -1 else size * r.itemsize(dt)
 
 
 def _mem_from_ast(ast: Any, r: _Reader) -> int | None:
     """ProgramSpec.mem_estimate (0.11): groupby over the AST's toposort groups only *consecutive* accesses."""
     access = [x for x in r.toposort(ast).values()
-              if r.op(x) in MEMORY and r.op(_base(x._args[2][0], r)) == "DEFINE_GLOBAL"]
+              if r.op(x) in MEMORY and r.op(_base(_src(x)[0], r)) == "DEFINE_GLOBAL"]
     total = 0
-    for _, group in itertools.groupby(access, key=lambda x: (r.op(x), _base(x._args[2][0], r)._args[3])):
-        sizes = [_nbytes(x._args[2][0]._args[1], r) for x in group]
+    for _, group in itertools.groupby(access, key=lambda x: (r.op(x), uop_field(_base(_src(x)[0], r), "arg"))):
+        sizes = [_nbytes(_dtype(_src(x)[0]), r) for x in group]
         if None in sizes:
             return None
         total += max(sizes)
@@ -236,17 +242,18 @@ def _mem_from_ast(ast: Any, r: _Reader) -> int | None:
 def program_estimates(spec: Any, release: str) -> Estimates | None:
     """The estimates `ProgramSpec.estimates` gives in `release` (0.11.0 or 0.12.0) for a ProgramSpec stand-in (the
     `ret` of a codegen context's TracingKey in rewrites.pkl). None: another release, or not a readable ProgramSpec."""
-    if release not in RELEASES or class_name(spec) != "ProgramSpec":
+    rules = traits(release).spec_counting
+    if rules is None or class_name(spec) != "ProgramSpec":
         return None
     d = spec.__dict__
-    uops, r = d.get("uops"), _Reader(release)
+    uops, r = d.get("uops"), _Reader(release, rules)
     try:
         ops, lds, mem = _from_uops(uops, r) if uops is not None else (0, 0, 0)
-        if release == "0.11.0":
+        if rules.mem_from_ast:
             mem = _mem_from_ast(d.get("ast"), r)
     except (AttributeError, IndexError, KeyError, TypeError, ValueError):  # a stand-in not shaped as expected, a
         return None  # cycle or a walk over its budget (walks' errors are ValueErrors)
-    return None if mem is None else Estimates(ops, lds, mem, release)
+    return None if mem is None else Estimates(ops, lds, mem, rules.ints_only)
 
 
 def program_specs(keys: list) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from functools import lru_cache, partial
 from itertools import chain, repeat
 from operator import attrgetter, itemgetter
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -43,7 +43,8 @@ from .common import (
     text,
     traceback,
 )
-from .releases import profile_release, uop_leaf, with_override
+from .releases import profile_release, traits, uop_leaf, with_override
+from .standins import uop_view
 
 EMPTY = Release("unknown", "ambiguous", "empty profile: nothing to tell the release by")
 
@@ -206,10 +207,10 @@ def _const_leaves(events: list) -> list[tuple[int, bool]]:
     while stack and len(out) < 2000 and visits < LEAF_VISITS:
         visits += 1
         u = stack.pop()
-        if id(u) in seen or len(u._args) < 4:
+        if id(u) in seen or (v := uop_view(u)) is None:
             continue
         seen.add(id(u))
-        op, dtype, src, arg = u._args[:4]
+        op, dtype, src, arg = v[:4]
         if (leaf := uop_leaf(op, dtype, src, arg)) is not None:
             out.append(leaf)
         stack.extend(s for s in sequence(src)[:LEAF_VISITS] if class_name(s) == "UOp")
@@ -218,6 +219,18 @@ def _const_leaves(events: list) -> list[tuple[int, bool]]:
 
 def _has_uop_keys(e: Any) -> bool:
     return class_name(e) == "ProfileRangeEvent" and class_name(e.__dict__.get("name")) == "TracingKey"
+
+
+class _Ranges(NamedTuple):
+    """Host/device ranges read a column at a time, their timestamps not yet parsed (the text `st`/`en` fields)."""
+
+    first: int  # index in prof.spans of the first
+    devices: list
+    keys: list
+    sts: list
+    ens: list
+    profile_keys: list
+    copies: list[bool]
 
 
 class _Reader:
@@ -244,7 +257,7 @@ class _Reader:
         # and how a dtype prints, depend on the release)
         self.allocs: list[tuple[Alloc, Any, bool]] = []
         self.ranges: list = []  # ProfileRangeEvents not yet read (read column by column, see _read_ranges)
-        self.unparsed: list[tuple] = []  # (first span index, columns) of ranges whose timestamps are not yet parsed
+        self.unparsed: list[_Ranges] = []  # ranges whose timestamps are not yet parsed
         self.columns = _Columns() if tail else None  # a stream's back half: its ranges' spans, never made here
 
     def feed(self, events: list) -> None:
@@ -284,7 +297,7 @@ class _Reader:
             raise InputError("not a tinygrad profile (its list holds no tinygrad events)")
         release = profile_release(classes, fields, _const_leaves(self.leaf_events)) if self.n else EMPTY
         prof.release, prof.n_events = with_override(release, override), self.n
-        bitsize = prof.release.name not in ("0.10.1", "0.10.2", "0.10.3", "0.11.0")
+        bitsize = traits(prof.release.name).dtype_bits
         dtype_text = DTypeText(prof.release.name)
         total = 0
         for a, dt, in_elements in self.allocs:
@@ -395,22 +408,25 @@ class _Reader:
             devices = list(map(text, devices))
         if not set(map(type, profile_keys)) <= _KEY:
             profile_keys = [k if type(k) is bytes else None for k in profile_keys]
-        self.unparsed.append((len(self.prof.spans), devices, keys, list(map(itemgetter("st"), ds)),
-                              list(map(dict.get, ds, repeat("en"))), profile_keys,
-                              list(map(bool, map(dict.get, ds, repeat("is_copy"), repeat(False))))))
+        self.unparsed.append(_Ranges(len(self.prof.spans), devices, keys, list(map(itemgetter("st"), ds)),
+                                     list(map(dict.get, ds, repeat("en"))), profile_keys,
+                                     list(map(bool, map(dict.get, ds, repeat("is_copy"), repeat(False))))))
         self.prof.spans += repeat(None, len(ds))
 
     def _make_spans(self) -> None:
         """The Spans of the ranges read since the last call, in their places, with all their timestamps parsed at
         once (ns_column parses in bulk; graph batches split the ranges into groups too small for it)."""
         groups, self.unparsed = self.unparsed, []
-        sts = _times(chain.from_iterable(g[3] for g in groups), "ProfileRangeEvent.st", none=False)
-        ens = _times(chain.from_iterable(g[4] for g in groups), "ProfileRangeEvent.en")
+        sts = _times(chain.from_iterable(g.sts for g in groups), "ProfileRangeEvent.st", none=False)
+        ens = _times(chain.from_iterable(g.ens for g in groups), "ProfileRangeEvent.en")
         if self.columns is not None:
-            places = list(chain.from_iterable(range(g[0], g[0] + len(g[2])) for g in groups))
-            self.columns.add(places, *(list(chain.from_iterable(g[i] for g in groups)) for i in (1, 2)), sts, ens,
-                             list(chain.from_iterable(g[5] for g in groups)), None,
-                             list(chain.from_iterable(g[6] for g in groups)))
+            places = list(chain.from_iterable(range(g.first, g.first + len(g.keys)) for g in groups))
+
+            def joined(column: str) -> list:
+                return list(chain.from_iterable(getattr(g, column) for g in groups))
+
+            self.columns.add(places, joined("devices"), joined("keys"), sts, ens, joined("profile_keys"), None,
+                             joined("copies"))
             return
         at, spans = 0, self.prof.spans
         for first, devices, keys, _, _, profile_keys, copies in groups:

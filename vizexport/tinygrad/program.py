@@ -13,6 +13,7 @@ from typing import Any
 from ..pickles import EnumValue, Stub, class_name, int_text
 from ..records import Rewrite, UOpRec
 from .args import DTYPES, ArgText
+from .standins import uop_view
 
 LINEARIZE = "linearize/render"  # the rewrite that makes the program (later ones may hold other kernels' programs)
 MAX_LINES = 100_000  # a program longer than this is listed up to here
@@ -55,14 +56,16 @@ def find_node(rewrites: list[Rewrite], uops: dict[int, UOpRec], op_name: str) ->
 
 def _spec_list(spec_uops: list, release: str, uops: dict[int, UOpRec]) -> list[str]:
     text = ArgText(release, lambda i: uops[i].op_name if i in uops else "?")
-    rows = [u for u in spec_uops[:MAX_LINES] if class_name(u) == "UOp" and len(u._args) >= 4]
+    views = {id(u): v for u in spec_uops[:MAX_LINES] if class_name(u) == "UOp" and (v := uop_view(u)) is not None}
+    rows = [u for u in spec_uops[:MAX_LINES] if id(u) in views]
     ids = {id(u): n for n, u in enumerate(rows)}
 
     def op(u: Any) -> str:
-        return text.enum(u._args[0]).split(".")[-1] if isinstance(u._args[0], EnumValue) else "?"
+        code = views[id(u)].op
+        return text.enum(code).split(".")[-1] if isinstance(code, EnumValue) else "?"
 
-    return _lines(rows, op, lambda u: text.dtype(u._args[1]), lambda u: list(u._args[2] or ()), lambda u: u._args[3],
-                  ids, text)
+    return _lines(rows, op, lambda u: text.dtype(views[id(u)].dtype), lambda u: list(views[id(u)].src or ()),
+                  lambda u: views[id(u)].arg, ids, text)
 
 
 def _lines(rows: list, op: Callable[[Any], str], dtype: Callable[[Any], str], src: Callable[[Any], Iterable],

@@ -8,22 +8,91 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from typing import Any
 
 from ..pickles import InputError, class_name
 from ..records import Release
+from .standins import get_field, has
 
 RELEASES = ("0.10.0", "0.10.1", "0.10.2", "0.10.3", "0.11.0", "0.12.0", "0.13.0", "0.14.0", "master")
+NEWEST = "master"
+
+
+@dataclass(frozen=True)
+class Replay:
+    """How one release's viewer replays matches (serve.py get_details/get_full_rewrite + UOp.substitute)."""
+
+    walk_flag: bool  # honour TrackedGraphRewrite.walk (0.14+); else always the fixed-point substitute
+    always_walk: bool  # 0.10.0's viewer: one lookup per node, no descent into replacements
+    call_bodies: str  # "enter": substitute everywhere; "skip": CALL/FUNCTION bodies untouched; "opaque": 0.14 rule
+    rebuild_dtype: bool  # 0.14+: a rebuilt node re-derives its dtype when a source's dtype changed
+    advance: str = "flag"  # "flag": top-down rewrites advance the sink, bottom-up ones do not; "always"; "never"
+    tags: bool = True  # UOps have a tag (0.11+; a 0.10.x UOp's fifth field is metadata or a buffer, not a tag)
+
+
+@dataclass(frozen=True)
+class SpecCounting:
+    """How `ProgramSpec.estimates` counts where a release pickled no estimates (0.11/0.12: flops.py)."""
+
+    ints_only: bool  # the viewer shows figures only when all three are ints (0.11: no var_vals to evaluate with)
+    loop_end: str  # the op that closes a RANGE in a linearized program
+    special_size_in_arg: bool  # a SPECIAL's launch size is arg[1] (0.11), else its first source
+    whole_index: bool  # what is indexing (not counted): 0.11: the whole index graph of each access not on
+    # registers; 0.12: of every access, an INDEX's offsets up to the RANGEs
+    mem_from_ast: bool  # 0.11: mem from the AST's consecutive buffer accesses; 0.12: each global buffer accessed
+
+
+@dataclass(frozen=True)
+class Traits:
+    """What reader code needs to know of the release that wrote a pickle. Readers ask these, never a release name."""
+
+    dtype_bits: bool  # a pickled DType's size field is in bits (0.12+), else in bytes (itemsize)
+    vec_above_one: bool  # a dtype prints `.vec(n)` for count > 1 (later releases: for count != 1)
+    ptr_spelling: str  # PtrDType repr: "local0" (0.10.0: local=True only), "local" (size, local=True), "addrspace"
+    spec_counting: SpecCounting | None  # estimates counted from the ProgramSpec (None: pickled on the PROGRAM)
+    link_by_program_key: bool  # launches find their kernel by profile_key only (older: by name as well)
+    exec_by_name: bool  # the exec event that gives a launch its variables must name the kernel (0.12)
+    replay: Replay
+
+
+_OLD_REPLAY = Replay(False, False, "enter", False, tags=False)  # 0.10.2/0.10.3
+_COUNT_011 = SpecCounting(ints_only=True, loop_end="ENDRANGE", special_size_in_arg=True, whole_index=True,
+                          mem_from_ast=True)
+_COUNT_012 = SpecCounting(ints_only=False, loop_end="END", special_size_in_arg=False, whole_index=False,
+                          mem_from_ast=False)
+_MASTER = Traits(True, False, "addrspace", None, True, False, Replay(True, False, "opaque", True))
+TRAITS: dict[str, Traits] = {
+    "0.10.0": Traits(False, True, "local0", None, False, False, Replay(False, True, "enter", False, "always", False)),
+    "0.10.1": Traits(False, True, "local", None, False, False,  # its viewer substitutes every step into the input
+                     Replay(False, False, "enter", False, "never", False)),
+    "0.10.2": Traits(False, True, "local", None, False, False, _OLD_REPLAY),
+    "0.10.3": Traits(False, True, "local", None, False, False, _OLD_REPLAY),
+    "0.11.0": Traits(False, True, "addrspace", _COUNT_011, False, False, Replay(False, False, "enter", False)),
+    "0.12.0": Traits(True, False, "addrspace", _COUNT_012, False, True, Replay(False, False, "enter", False)),
+    "0.13.0": Traits(True, False, "addrspace", None, False, False, Replay(False, False, "skip", False)),
+    "0.14.0": _MASTER,
+    NEWEST: _MASTER,
+}
+
+
+def traits(release: str) -> Traits:
+    """The traits of `release` (of master for one not in the table: `known`)."""
+    return TRAITS[known(release)]
+
+
+def known(release: str) -> str:
+    """The one place with a default: a release not in RELEASES (a newer build, or "unknown" for an empty profile) is
+    read as the newest known, master (its traits and its enum tables)."""
+    return release if release in RELEASES else NEWEST
 
 
 @cache
 def enum_table(release: str, enum: str = "Ops") -> dict[int, str]:
     """value → name of `enum` in `release` (empty if that release has no such enum)."""
-    if release not in RELEASES:
-        return {}
-    text = resources.files("vizexport.data.enums").joinpath(f"{release}.json").read_text()
+    text = resources.files("vizexport.data.enums").joinpath(f"{known(release)}.json").read_text()
     values = json.loads(text)["enums"].get(enum, {}).get("values", {})
     return {int(k): v for k, v in values.items()}
 
@@ -31,9 +100,7 @@ def enum_table(release: str, enum: str = "Ops") -> dict[int, str]:
 @cache
 def dtype_names(release: str) -> dict[str, str]:
     """DType.name → the attribute its repr prints (`dtypes.uint` for 'unsigned int') in `release`."""
-    if release not in RELEASES:
-        return {}
-    text = resources.files("vizexport.data.enums").joinpath(f"{release}.json").read_text()
+    text = resources.files("vizexport.data.enums").joinpath(f"{known(release)}.json").read_text()
     return dict(json.loads(text).get("dtypes", {}))
 
 
@@ -74,7 +141,7 @@ def uop_leaf(op: Any, dtype: Any, src: Any, arg: Any) -> tuple[int, bool] | None
     """
     if src or not isinstance(op, int):
         return None
-    if class_name(dtype) != "DType" or len(getattr(dtype, "_args", ())) < 3 or dtype._args[2] == "void":
+    if class_name(dtype) != "DType" or not has(dtype, "name") or get_field(dtype, "name") == "void":
         return None
     if type(arg) in (int, float) or class_name(arg) == "ConstFloat":
         return (int(op), True)

@@ -7,9 +7,9 @@ bottom-up graph_rewrite whose pattern looks nodes up in `replaces` (to a fixed p
 parents whose sources changed are rebuilt and looked up again), or a single-pass walk with `walk=True`; CALL/FUNCTION
 bodies are left alone unless `enter_calls`. UOps are hash-consed: equal (op, dtype, src, arg, tag) are one node.
 
-The release decides the details (see `semantics`). A failed substitution (a replacement cycle) becomes a
-REWRITE_ERROR node and ends the replay of that rewrite, as in tinygrad; a match naming a missing or cyclic UOp is a
-per-step error and is left out.
+The release decides the details (its traits' `replay`: releases.Replay). A failed substitution (a replacement
+cycle) becomes a REWRITE_ERROR node and ends the replay of that rewrite, as in tinygrad; a match naming a missing or
+cyclic UOp is a per-step error and is left out.
 """
 from __future__ import annotations
 
@@ -25,8 +25,10 @@ from ..records import GraphStep, Match, Rewrite, RewriteLog, RewriteSteps, StepG
 from ..walks import BudgetError, CycleError, post_order
 from .args import ArgText, arg_key
 from .look import ERROR_OP, NodeLook
-from .releases import enum_table
+from .releases import enum_table, traits
+from .standins import get_field, has, uop_op, uop_src
 
+UOP = "UOp"  # the layout of a UOp stand-in's arguments (standins.LAYOUTS)
 CALLS = frozenset({"CALL", "FUNCTION"})
 OPAQUE_BODIES = frozenset({"SINK", "PROGRAM", "LINEAR", "COPY", "CUSTOM_FUNCTION"})  # 0.14: UOp._OPAQUE_CALL_BODIES
 PASS_DTYPE = frozenset({"LOAD", "UNSHARD", "REDUCE", "AFTER", "RANGE", "CONTIGUOUS", "CONTIGUOUS_BACKWARD", "COPY",
@@ -47,33 +49,6 @@ SAME_DTYPE = frozenset({"ADD", "MUL", "CDIV", "MAX", "CMOD", "SUB", "FDIV", "FLO
 
 class ReplayError(Exception):
     """A step that cannot be replayed (missing UOp, cycle, failed substitution)."""
-
-
-@dataclass(frozen=True)
-class Semantics:
-    """How one tinygrad release's viewer replays matches."""
-
-    walk_flag: bool  # honour TrackedGraphRewrite.walk (0.14+); else always the fixed-point substitute
-    always_walk: bool  # 0.10.0's viewer: one lookup per node, no descent into replacements
-    call_bodies: str  # "enter": substitute everywhere; "skip": CALL/FUNCTION bodies untouched; "opaque": 0.14 rule
-    rebuild_dtype: bool  # 0.14+: a rebuilt node re-derives its dtype when a source's dtype changed
-    advance: str = "flag"  # "flag": top-down rewrites advance the sink, bottom-up ones do not; "always"; "never"
-    tags: bool = True  # UOps have a tag (0.11+; a 0.10.x UOp's fifth field is metadata or a buffer, not a tag)
-
-
-def semantics(release: str) -> Semantics:
-    """The replay rules of `release`'s own viewer (serve.py get_details/get_full_rewrite + UOp.substitute)."""
-    if release == "0.10.0":
-        return Semantics(False, True, "enter", False, "always", tags=False)
-    if release == "0.10.1":  # its viewer substitutes every step into the input graph
-        return Semantics(False, False, "enter", False, "never", tags=False)
-    if release in ("0.10.2", "0.10.3"):
-        return Semantics(False, False, "enter", False, tags=False)
-    if release in ("0.11.0", "0.12.0"):
-        return Semantics(False, False, "enter", False)
-    if release == "0.13.0":
-        return Semantics(False, False, "skip", False)
-    return Semantics(True, False, "opaque", True)  # 0.14.0, master, and anything newer
 
 
 class Nodes(NodeLook):
@@ -100,7 +75,7 @@ class Nodes(NodeLook):
         self._arg_memo: dict[int, Hashable] = {}  # id(part of an argument) → its key
         self._origin: dict[int, int] = {}  # rebuilt node → the node it copies (StepNodes.origin)
         self._ops = enum_table(self.release)
-        self._tags = semantics(self.release).tags
+        self._tags = traits(self.release).replay.tags
         # 0.11/0.12 Kernel args point at their AST by table id
         self.text_of = ArgText(self.release, lambda t: log.uops[t].op_name if t in log.uops else "?")
         self._look_init()
@@ -219,7 +194,7 @@ class Nodes(NodeLook):
         return rec.src
 
     def embedded(self, u: Stub) -> int:
-        """Intern a UOp stand-in found inside an argument (its _args: op, dtype, src, arg[, tag])."""
+        """Intern a UOp stand-in found inside an argument (op, dtype, src, arg[, tag]; dtype, src and arg optional)."""
         done = self._embedded
         hit = done.get(id(u))
         if hit is not None:
@@ -231,13 +206,12 @@ class Nodes(NodeLook):
         except BudgetError:
             raise ReplayError("the UOps inside an argument exceed the replay's work budget") from None
         for x in order:
-            a = x._args
-            if not a or not isinstance(a[0], int):
+            if not isinstance(code := uop_op(x), int):
                 raise ReplayError(f"a UOp inside an argument has no op: {brief(x)}")
-            op = self._ops.get(int(a[0]), f"Ops({int_text(a[0])})")
-            n = self.make(op, self.text_of.dtype(a[1]) if len(a) > 1 else "void",
+            op = self._ops.get(int(code), f"Ops({int_text(code)})")
+            n = self.make(op, self.text_of.dtype(get_field(x, "dtype", cls=UOP)) if has(x, "dtype", UOP) else "void",
                           tuple(done[id(s)][1] for s in _stub_src(x)),
-                          a[3] if len(a) > 3 else None, a[4] if len(a) > 4 and self._tags else None)
+                          get_field(x, "arg", cls=UOP), get_field(x, "tag", cls=UOP) if self._tags else None)
             done[id(x)] = (x, n)
         return done[id(u)][1]
 
@@ -247,9 +221,9 @@ class Nodes(NodeLook):
 
 
 def _stub_src(u: Stub) -> tuple:
-    if not isinstance(u, Stub) or (len(u._args) > 2 and type(u._args[2]) is not tuple):
+    if not isinstance(u, Stub) or type(src := uop_src(u)) is not tuple:
         raise ReplayError(f"a UOp inside an argument has a source that is not a UOp: {brief(u)}")
-    return u._args[2] if len(u._args) > 2 else ()
+    return src
 
 
 # ---- substitution ----
@@ -287,7 +261,7 @@ class Sub:
     nodes: Nodes
     dvars: dict[int, int]
     skip: Callable[[int], bool] | None  # None: no call bodies to skip
-    clean: Callable[[int], bool] | None  # None only with memo (that pass looks every node up)
+    clean: Callable[[int], bool] | None  # None: every node is looked up (the memo pass, the reference)
     rederive: bool
     memo: dict[int, int] | None = None
     rev: defaultdict[int, set[int]] | None = None
@@ -307,146 +281,222 @@ def invalidate(memo: dict[int, int], rev: defaultdict[int, set[int]], key: int) 
 _UNFINISHED = "substitution did not finish (a replacement contains the node it replaces)"
 
 
-def substitute_fixed(sub: Sub, root: int) -> int:
-    """tinygrad's bottom-up graph_rewrite with the substitute pattern (RewriteContext.unified_rewrite, bpm only)."""
-    if sub.memo is not None:
-        return _substitute_memo(sub, root)
-    nodes, dvars, skip, clean = sub.nodes, sub.dvars, sub.skip, sub.clean
-    assert clean is not None  # only the memo pass goes without
-    src = nodes.src
+def substitute_reference(sub: Sub, root: int) -> int:
+    """The spec of a substitution: tinygrad's bottom-up graph_rewrite with the substitute pattern
+    (RewriteContext.unified_rewrite, bpm only) transcribed step by step. Stage 0 looks a node up to a fixed point
+    and visits the result's sources; stage 1 keeps it or rebuilds it on its sources' results (and visits the rebuilt
+    node); stage 2 links a node to its rebuilt node's result. A node needing a result not there yet waits for it.
+    The faster engines (`Engine`) must give what this gives: tests/test_replay_engines.py holds them to it."""
+    nodes, dvars, skip, src = sub.nodes, sub.dvars, sub.skip, sub.nodes.src
     replace: dict[int, int] = {}
     waiting: dict[int, list[tuple[int, int, int]]] = {}
-    on_stack = {root}
-    stack = [(root, 0, root)]
-    looked = replace.get
-
-    def done(n: int, v: int) -> None:
-        replace[n] = v
-        if n in waiting:
-            stack.extend(waiting.pop(n))
-
-    def settled(s: int) -> bool:
-        """Whether source s is clean, and then done (it is its own result: nothing to visit)."""
-        if not clean(s):
-            return False
-        done(s, s)
-        return True
-
+    stack, on_stack = [(root, 0, root)], {root}
     while stack:
         n, stage, cur = stack.pop()
         if n in replace:
             continue
-        if stage == 0:  # look the node up (to a fixed point), then visit the result's sources
-            if clean(n):
-                done(n, n)
-                continue
-            if n in dvars:
-                cur = _fixed_point(n, dvars)
-            if skip is not None and skip(cur):
+        if stage == 0:
+            cur = _fixed_point(n, dvars) if n in dvars else n
+            if skip is not None and skip(cur):  # a call whose body substitution leaves alone
                 replace[src[cur][0]] = src[cur][0]
-            # sources to visit, in push order (popping one already done would do nothing); clean ones are done
-            # here, without a stack round trip (a wide node has hundreds): all of them when no call body is
-            # skipped (then the order of visits cannot change a result), else the first ones popped (nothing else
-            # would happen before they are done)
-            push = list(dict.fromkeys(s for s in reversed(src[cur]) if s not in replace and s not in on_stack))
-            if skip is None:
-                push = [s for s in push if not settled(s)]
-            else:
-                while push and push[-1] not in waiting and settled(push[-1]):
-                    push.pop()
-            on_stack.update(push)
-            if push or any(s not in replace for s in src[cur]):
-                stack.append((n, 1, cur))
-                stack.extend([(s, 0, s) for s in push])
+            stack.append((n, 1, cur))
+            for s in reversed(src[cur]):
+                if s not in on_stack:
+                    stack.append((s, 0, s))
+                    on_stack.add(s)
+        elif stage == 1:
+            if (missing := next((s for s in src[cur] if s not in replace), None)) is not None:
+                waiting.setdefault(missing, []).append((n, 1, cur))
                 continue
-        if stage <= 1:  # all sources done: keep, or rebuild and look the rebuilt node up again
-            old = src[cur]
-            new = tuple(map(looked, old))
-            if None in new:
-                waiting.setdefault(old[new.index(None)], []).append((n, 1, cur))
-            elif new == old:
-                done(n, cur)
+            new = tuple(replace[s] for s in src[cur])
+            if new == src[cur]:
+                replace[n] = cur
             else:
                 rebuilt = nodes.rebuild(cur, new, sub.rederive)
-                if rebuilt in replace:  # what popping (rebuilt, 0) and then (n, 2) would do
-                    done(n, replace[rebuilt])
-                elif (rebuilt not in dvars and rebuilt not in waiting and (skip is None or not skip(rebuilt))
-                      and tuple(map(looked, new)) == new):
-                    # the usual case: its sources are done and are their own results, so is it (as its visit
-                    # would find, with nothing else happening in between)
-                    done(rebuilt, rebuilt)
-                    done(n, rebuilt)
-                else:
-                    stack.append((n, 2, rebuilt))
-                    stack.append((rebuilt, 0, rebuilt))
-        elif (r := replace.get(cur)) is None:  # stage 2: link n to its rebuilt node's result
-            waiting.setdefault(cur, []).append((n, 2, cur))
+                stack.extend(((n, 2, rebuilt), (rebuilt, 0, rebuilt)))
+        elif cur in replace:
+            replace[n] = replace[cur]
         else:
-            done(n, r)
+            waiting.setdefault(cur, []).append((n, 2, cur))
+        if n in replace and n in waiting:
+            stack.extend(waiting.pop(n))
     if root not in replace:
         raise ReplayError(_UNFINISHED)
     return replace[root]
 
 
+def substitute_fixed(sub: Sub, root: int) -> int:
+    """substitute_reference, skipping the nodes that cannot change (`clean`) and linking a rebuilt node built on
+    settled sources at once."""
+    return _FixedPass(sub, root).run(root)
+
+
+class _FixedPass:
+    """One substitute_fixed: results so far, the nodes waiting for a result, the stack of (node, stage, current)."""
+
+    def __init__(self, sub: Sub, root: int) -> None:
+        assert sub.clean is not None  # only the memo pass goes without
+        self.sub, self.src, self.clean = sub, sub.nodes.src, sub.clean
+        self.replace: dict[int, int] = {}
+        self.waiting: dict[int, list[tuple[int, int, int]]] = {}
+        self.on_stack = {root}
+        self.stack = [(root, 0, root)]
+
+    def done(self, n: int, v: int) -> None:
+        self.replace[n] = v
+        if n in self.waiting:
+            self.stack.extend(self.waiting.pop(n))
+
+    def settled(self, s: int) -> bool:
+        """Whether source s is clean, and then done (it is its own result: nothing to visit)."""
+        if not self.clean(s):
+            return False
+        self.done(s, s)
+        return True
+
+    def run(self, root: int) -> int:
+        replace, stack = self.replace, self.stack
+        while stack:
+            n, stage, cur = stack.pop()
+            if n in replace:
+                continue
+            if stage == 0 and (cur := self.visit(n)) < 0:
+                continue
+            if stage <= 1:
+                self.rebuild(n, cur)
+            elif (r := replace.get(cur)) is None:  # stage 2: link n to its rebuilt node's result
+                self.waiting.setdefault(cur, []).append((n, 2, cur))
+            else:
+                self.done(n, r)
+        if root not in replace:
+            raise ReplayError(_UNFINISHED)
+        return replace[root]
+
+    def visit(self, n: int) -> int:
+        """Stage 0: look n up (to a fixed point) and push the result's sources; the result, or -1 when n is done or
+        its sources were pushed (n comes back in stage 1)."""
+        replace, src, skip, dvars = self.replace, self.src, self.sub.skip, self.sub.dvars
+        if self.clean(n):
+            self.done(n, n)
+            return -1
+        cur = _fixed_point(n, dvars) if n in dvars else n
+        if skip is not None and skip(cur):
+            replace[src[cur][0]] = src[cur][0]
+        # sources to visit, in push order (popping one already done would do nothing); clean ones are done here,
+        # without a stack round trip (a wide node has hundreds): all of them when no call body is skipped (then the
+        # order of visits cannot change a result), else the first ones popped (nothing else would happen before)
+        push = list(dict.fromkeys(s for s in reversed(src[cur]) if s not in replace and s not in self.on_stack))
+        if skip is None:
+            push = [s for s in push if not self.settled(s)]
+        else:
+            while push and push[-1] not in self.waiting and self.settled(push[-1]):
+                push.pop()
+        self.on_stack.update(push)
+        if push or any(s not in replace for s in src[cur]):
+            self.stack.append((n, 1, cur))
+            self.stack.extend([(s, 0, s) for s in push])
+            return -1
+        return cur
+
+    def rebuild(self, n: int, cur: int) -> None:
+        """Stage 1, all sources done: keep cur, or rebuild it and look the rebuilt node up again."""
+        replace, dvars, skip, waiting = self.replace, self.sub.dvars, self.sub.skip, self.waiting
+        old = self.src[cur]
+        new = tuple(map(replace.get, old))
+        if None in new:
+            waiting.setdefault(old[new.index(None)], []).append((n, 1, cur))
+        elif new == old:
+            self.done(n, cur)
+        else:
+            rebuilt = self.sub.nodes.rebuild(cur, new, self.sub.rederive)
+            if rebuilt in replace:  # what popping (rebuilt, 0) and then (n, 2) would do
+                self.done(n, replace[rebuilt])
+            elif (rebuilt not in dvars and rebuilt not in waiting and (skip is None or not skip(rebuilt))
+                  and tuple(map(replace.get, new)) == new):
+                # the usual case: its sources are done and are their own results, so is it (as its visit would
+                # find, with nothing else happening in between)
+                self.done(rebuilt, rebuilt)
+                self.done(n, rebuilt)
+            else:
+                self.stack.append((n, 2, rebuilt))
+                self.stack.append((rebuilt, 0, rebuilt))
+
+
 def _substitute_memo(sub: Sub, root: int) -> int:
-    """substitute_fixed when no call body is skipped, so the order of visits cannot change a result: a plain
+    """substitute_reference when no call body is skipped, so the order of visits cannot change a result: a plain
     depth-first pass over the nodes without a result yet (after a step, the ancestors of its key). A node's result
     is its fixed point's, or, if that node's sources changed, the result of the node rebuilt on their results.
     Needing a node's result while computing it is a replacement cycle."""
-    nodes, dvars, rev, rederive = sub.nodes, sub.dvars, sub.rev, sub.rederive
-    replace: dict[int, int] = sub.memo  # type: ignore[assignment]
-    assert rev is not None
-    src, rebuild, looked = nodes.src, nodes.rebuild, replace.get
-    active: dict[int, int] = {}  # nodes being computed → their fixed point
-    linked: dict[int, int] = {}  # nodes waiting for the result of their rebuilt node
-    stack = [root]
+    return _MemoPass(sub).run(root)
 
-    def finish(n: int, v: int, deps: tuple[int, ...]) -> None:
-        replace[n] = v
-        _depend(rev, deps, n)
-        del active[n]
-        stack.pop()
 
-    while stack:
-        n = stack[-1]
-        cur = active.get(n)
-        if cur is None:  # first visit
-            if n in replace:
-                stack.pop()
+class _MemoPass:
+    """One memo substitution: the remembered results (`Sub.memo`, kept across steps, with `Sub.rev` recording what
+    each was computed from), the nodes being computed and the nodes waiting for their rebuilt node's result."""
+
+    def __init__(self, sub: Sub) -> None:
+        assert sub.memo is not None and sub.rev is not None
+        self.nodes, self.dvars, self.rev, self.rederive = sub.nodes, sub.dvars, sub.rev, sub.rederive
+        self.replace = sub.memo
+        self.active: dict[int, int] = {}  # nodes being computed → their fixed point
+        self.linked: dict[int, int] = {}  # nodes waiting for the result of their rebuilt node
+        self.stack: list[int] = []
+
+    def finish(self, n: int, v: int, deps: tuple[int, ...]) -> None:
+        self.replace[n] = v
+        _depend(self.rev, deps, n)
+        del self.active[n]
+        self.stack.pop()
+
+    def run(self, root: int) -> int:
+        replace, active, linked, dvars, src = self.replace, self.active, self.linked, self.dvars, self.nodes.src
+        stack, looked = self.stack, replace.get
+        stack.append(root)
+        while stack:
+            n = stack[-1]
+            cur = active.get(n)
+            if cur is None:  # first visit
+                if n in replace:
+                    stack.pop()
+                    continue
+                cur = n
+                if n in dvars:
+                    cur = _fixed_point(n, dvars)
+                    _chain_deps(n, dvars, self.rev)
+                active[n] = cur
+            elif (r := linked.pop(n, None)) is not None:  # back from its rebuilt node
+                self.finish(n, replace[r], (r,))
                 continue
-            cur = n
-            if n in dvars:
-                cur = _fixed_point(n, dvars)
-                _chain_deps(n, dvars, rev)
-            active[n] = cur
-        elif (r := linked.pop(n, None)) is not None:  # back from its rebuilt node
-            finish(n, replace[r], (r,))
-            continue
-        old = src[cur]
-        pending = [s for s in old if s not in replace]
-        if pending:
-            if any(s in active for s in pending):
-                raise ReplayError(_UNFINISHED)
-            stack.extend(reversed(pending))
-            continue
-        new = tuple(map(looked, old))
-        if new == old:
-            finish(n, cur, old)
-            continue
-        rebuilt = rebuild(cur, new, rederive)
-        _depend(rev, old, n)
+            old = src[cur]
+            pending = [s for s in old if s not in replace]
+            if pending:
+                if any(s in active for s in pending):
+                    raise ReplayError(_UNFINISHED)
+                stack.extend(reversed(pending))
+                continue
+            new = tuple(map(looked, old))
+            if new == old:
+                self.finish(n, cur, old)
+            else:
+                self.rebuilt(n, cur, old, new)
+        return replace[root]
+
+    def rebuilt(self, n: int, cur: int, old: tuple[int, ...], new: tuple[int, ...]) -> None:
+        """n's sources have results other than themselves: its result is that of the node rebuilt on them."""
+        replace, active = self.replace, self.active
+        rebuilt = self.nodes.rebuild(cur, new, self.rederive)
+        _depend(self.rev, old, n)
         if rebuilt in replace:
-            finish(n, replace[rebuilt], (rebuilt,))
-        elif rebuilt not in dvars and rebuilt not in active and tuple(map(looked, new)) == new:
+            self.finish(n, replace[rebuilt], (rebuilt,))
+        elif rebuilt not in self.dvars and rebuilt not in active and tuple(map(replace.get, new)) == new:
             replace[rebuilt] = rebuilt  # the usual case: built on settled nodes, it is its own result
-            _depend(rev, new, rebuilt)
-            finish(n, rebuilt, (rebuilt,))
+            _depend(self.rev, new, rebuilt)
+            self.finish(n, rebuilt, (rebuilt,))
         elif rebuilt in active:
             raise ReplayError(_UNFINISHED)
         else:
-            linked[n] = rebuilt
-            stack.append(rebuilt)
-    return replace[root]
+            self.linked[n] = rebuilt
+            self.stack.append(rebuilt)
 
 
 def _same_dtypes(old: tuple[int, ...], new: tuple[int, ...], dtypes: list[str]) -> bool:
@@ -651,12 +701,27 @@ def real_matches(rw: Rewrite) -> list[tuple[int, Match]]:
     return [(i, m) for i, m in enumerate(rw.matches) if m.after is not None]
 
 
+@dataclass(frozen=True)
+class Engine:
+    """The speed-ups a replay takes on top of the reference (substitute_reference or substitute_walk, every step
+    substituted into the whole graph). Each pays on benchmarks/bench_replay.py; tests/test_replay_engines.py holds
+    them to the reference on every fixture and corpus set."""
+
+    fast_path: bool = True  # _Run._fast: a top-down step that only swaps u0 for u1 rebuilds u0's users
+    memo: bool = True  # results kept across steps where no call body can be skipped (_substitute_memo)
+    clean: bool = True  # nodes with no replacement key below them skipped (Cleaner, substitute_fixed)
+
+
+FAST = Engine()
+REFERENCE = Engine(fast_path=False, memo=False, clean=False)
+
+
 class Replayer:
     """Replays rewrites of one log into one Nodes session (share it within a context: chained rewrites share nodes)."""
 
-    def __init__(self, nodes: Nodes) -> None:
-        self.nodes = nodes
-        self.rules = semantics(nodes.release)
+    def __init__(self, nodes: Nodes, engine: Engine = FAST) -> None:
+        self.nodes, self.engine = nodes, engine
+        self.rules = traits(nodes.release).replay
 
     def replay(self, rw: Rewrite, changes: bool = True) -> RewriteSteps:
         """The steps of `rw`; without `changes`, a step's created and rebuilt nodes are left empty."""
@@ -679,9 +744,9 @@ class _Run:
     """The match loop of one rewrite (tinygrad: get_full_rewrite)."""
 
     def __init__(self, r: Replayer, rw: Rewrite, live: LiveGraph, changes: bool = True) -> None:
-        rules, self.nodes, self.changes = r.rules, r.nodes, changes
+        rules, self.nodes, self.changes, self.engine = r.rules, r.nodes, changes, r.engine
         walk = rules.always_walk or (rules.walk_flag and rw.walk)
-        self.sub = substitute_walk if walk else substitute_fixed
+        self.sub = substitute_walk if walk else substitute_fixed if self.engine.clean else substitute_reference
         mode = "enter" if rules.call_bodies == "opaque" and rw.enter_calls else rules.call_bodies
         self.skip = _call_rule(self.nodes, mode)
         self.rederive = rules.rebuild_dtype  # becomes needed when a replacement changes a dtype (see apply)
@@ -693,13 +758,14 @@ class _Run:
         self.keys_in_base: set[int] = set()  # advancing: replacement keys present in the current graph
         self.dirty0: set[int] = set()  # bottom-up: nodes of the original graph with a key below them
         # bottom-up: one cleaner for all steps; advancing: one per step, over that step's base (_clean)
-        self.cleaner = None if self.advance else Cleaner(self.base, self.dirty0, self.dvars, self.nodes.src)
+        self.cleaner = None if self.advance or not self.engine.clean else \
+            Cleaner(self.base, self.dirty0, self.dvars, self.nodes.src)
         # results persist across steps unless a call body could be skipped (tinygrad's order-dependent rule)
         calls = self._has_calls(live.ref)
-        self.memo: dict[int, int] | None = None if walk or calls else {}
+        self.memo: dict[int, int] | None = None if walk or calls or not self.engine.memo else {}
         self.rev: defaultdict[int, set[int]] = defaultdict(set)
         self.walk = walk
-        self.fast = self.advance and not calls  # see _fast
+        self.fast = self.advance and not calls and self.engine.fast_path  # see _fast
 
     def _has_calls(self, nodes: Iterable[int]) -> bool:  # no CALL/FUNCTION in the session: none among `nodes`
         return self.skip is not None and self.nodes.calls and any(self.skip(n) for n in nodes)
@@ -729,7 +795,8 @@ class _Run:
         try:
             new = self._fast(u0, u1, retyped)
             if new is None:
-                new = self.sub(self._sub(u0), self.base.root)
+                sub = self._sub(u0)
+                new = (self.sub if sub.memo is None else _substitute_memo)(sub, self.base.root)
         except ReplayError as e:
             new, error = self.nodes.error(str(e)), f"substitution failed: {e}"
         added, removed = self.live.set_root(new)
@@ -791,7 +858,7 @@ class _Run:
             invalidate(self.memo, self.rev, u0)
             return Sub(self.nodes, self.dvars, None, None, rederive, self.memo, self.rev)
         skip = self.skip if self.nodes.calls else None  # no call body anywhere: none to skip
-        return Sub(self.nodes, self.dvars, skip, self._clean(), rederive)
+        return Sub(self.nodes, self.dvars, skip, self._clean() if self.engine.clean else None, rederive)
 
     def _clean(self) -> Cleaner:
         """Bottom-up, the rewrite's own cleaner; advancing, one for this step's base (the latest graph)."""
@@ -823,9 +890,9 @@ class _Run:
 
 
 
-def session(log: RewriteLog, budget: int | None = None) -> Replayer:
+def session(log: RewriteLog, budget: int | None = None, engine: Engine = FAST) -> Replayer:
     """A new replay session over the log's UOp table (`budget`: see work_budget)."""
-    return Replayer(Nodes(log, budget))
+    return Replayer(Nodes(log, budget), engine)
 
 
 def step_graphs(log: RewriteLog) -> StepGraphs:

@@ -23,6 +23,7 @@ from .estimates import context_cost
 from .profile import is_rewrites
 from .program import find_node, uop_list
 from .releases import enum_table, rewrites_release, uop_leaf, with_override
+from .standins import get_field, has, uop_view
 
 
 def load_rewrites(path: str | Path, tinygrad_version: str | None = None) -> RewriteLog:
@@ -163,9 +164,9 @@ class _UOpTable:
             return i
         for x in post_order(u, _uop_src, self.ids, key=id, budget=self.budget):  # ids are stable: objects stay alive
             i = self.ids[id(x)] = len(self.ids)
-            a = x._args
-            self.budget -= len(a[2])
-            self.raw[i] = (a[0], a[1], tuple(self.ids[id(s)] for s in a[2]), a[3], a[4] if len(a) > 4 else None)
+            v = uop_view(x)  # _uop_src checked it is one
+            self.budget -= len(v.src)
+            self.raw[i] = (v.op, v.dtype, tuple(self.ids[id(s)] for s in v.src), v.arg, v.tag)
         return self.ids[id(u)]
 
     def const_leaves(self) -> list[tuple[int, bool]]:
@@ -205,9 +206,10 @@ def _uop_fields(f: Any) -> bool:
 
 def _uop_src(u: Any) -> tuple:
     """A 0.10.x UOp's sources (its REDUCE arguments: op, dtype, sources, arg[, tag])."""
-    if class_name(u) != "UOp" or len(u._args) < 4 or type(u._args[2]) is not tuple:
+    v = uop_view(u) if class_name(u) == "UOp" else None
+    if v is None or type(v.src) is not tuple:
         raise InputError(f"a UOp of the trace is {brief(u)}, not a UOp (op, dtype, sources, arg)")
-    return u._args[2]
+    return v.src
 
 
 def _loc(x: Any) -> tuple[str, int] | None:
@@ -219,7 +221,7 @@ def _loc(x: Any) -> tuple[str, int] | None:
 def _pattern_loc(p: Any) -> tuple[str, int] | None:
     """Source location of a match: a (file, line) tuple (0.11+), or a UPat stand-in (0.10.x)."""
     if class_name(p) == "UPat":
-        return _loc(p.__dict__.get("location")) or (_loc(p._args[7]) if len(p._args) > 7 else None)
+        return _loc(p.__dict__.get("location")) or (_loc(get_field(p, "location")) if has(p, "location") else None)
     return _loc(p)
 
 

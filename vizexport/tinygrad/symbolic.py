@@ -7,6 +7,7 @@ import operator
 from typing import Any
 
 from ..pickles import class_name
+from .standins import uop_view
 
 _BINARY = {"ADD": operator.add, "SUB": operator.sub, "MUL": operator.mul, "MAX": max, "XOR": operator.xor,
            "AND": operator.and_, "OR": operator.or_, "SHL": operator.lshift, "SHR": operator.rshift,
@@ -42,10 +43,10 @@ def sym_eval(x: Any, var_vals: dict[str, int], ops: dict[int, str], memo: dict[i
 
 def _eval(x: Any, var_vals: dict[str, int], ops: dict[int, str], memo: dict[int, Any], depth: int,
           special: int | None) -> float | int | None:
-    a = x._args
-    if len(a) < 4 or not isinstance(a[0], int) or type(a[2]) is not tuple:
+    u = uop_view(x)
+    if u is None or not isinstance(u.op, int) or type(u.src) is not tuple:
         return None
-    op, src, arg = ops.get(int(a[0])), a[2], a[3]
+    op, src, arg = ops.get(int(u.op)), u.src, u.arg
     if op == "CONST":
         return arg if isinstance(arg, (int, float)) else None
     if op == "SPECIAL" and special is not None:
