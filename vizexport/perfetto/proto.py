@@ -3,14 +3,15 @@
 Layout (peers-and-perfetto.md §1): sequence 1 carries the trace's metadata (trace_uuid, the trace name as the session
 name, release and devices as metadata entries) and every TrackDescriptor, all under one top track named after the
 trace (the Perfetto UI orders top-level tracks by name, but the children of a track with explicit child ordering by
-rank: so host tracks come first); each track with events gets its own packet sequence whose defaults name the track,
-so an event costs a few bytes: a timestamp, an interned name. Timestamps are absolute ns on the default (BOOTTIME)
-clock: delta timestamps need a sequence-scoped incremental clock, and the ClockSnapshot that anchors it fills the
-trace processor's clock_snapshot table, which the UI (v52 to today) draws as a "System > Clock Snapshots" track; the
-format's only other delta, TrackEvent.timestamp_delta_us, counts whole µs. So the bytes saved are elsewhere
-(Encoding): every segment shares one sequence id (one byte on the wire; each segment clears the state and sets its
-defaults), event packets carry no sequence flags, and string annotation values of a few characters or more are
-interned. Interned event names, annotation names and string values are defined on the packet that first uses them.
+rank: so host tracks come first); each segment of a track's events starts with a packet that clears its sequence's
+incremental state and whose defaults name the track, so an event costs a few bytes: a timestamp, an interned name,
+the sequence id. Timestamps are absolute ns on the default (BOOTTIME) clock: delta timestamps need a sequence-scoped
+incremental clock, and the ClockSnapshot that anchors it fills the trace processor's clock_snapshot table, which the
+UI (v52 to today) draws as a "System > Clock Snapshots" track; the format's only other delta,
+TrackEvent.timestamp_delta_us, counts whole µs. So the bytes are saved elsewhere (wire.Encoding): every segment on
+one sequence id (one byte on the wire), no sequence flags on event packets, string annotation values of a few
+characters or more interned, callstack samples batched. Interned event names, annotation names and string values
+are defined on the packet that first uses them.
 Packets are grouped into `compressed_packets` (deflate) unless compression is off. perfetto_trace_pb2 (the official
 schema) is the reference: the tests parse every output with it.
 """
@@ -62,8 +63,6 @@ from .wire import (
 )
 
 _INT_VALUE = bytes((DebugAnnotation.INT_VALUE << 3 | WIRE_VARINT,))
-
-
 
 CHUNK = 480 * 1024  # raw bytes per compressed_packets wrapper (the wrapper must stay under 512 KB)
 # deflate level 1: a 5M-event profile's 260 MB of packets deflate in 1.5 s of CPU to 72.8 MB; level 6 took 4.4 s for
@@ -139,7 +138,7 @@ def top_track(tl: Timeline) -> tuple[int, bytes]:
 
 
 class _Sequence:
-    """Encoder state of one packet sequence: incremental clock and interning tables."""
+    """Encoder state of one segment's packets: its sequence id (and flags), defaults and interning tables."""
 
     def __init__(self, seq_id: int, track: Track, strings: list[str], encoding: Encoding = COMPACT) -> None:
         self.seq = vfield(TracePacket.TRUSTED_PACKET_SEQUENCE_ID, seq_id)
@@ -357,7 +356,7 @@ def _framed(data: bytes, ends: np.ndarray, compress: bool, level: int = DEFLATE_
 
 def write(tl: Timeline, out: BinaryIO, compress: bool = True, jobs: int | None = None,
           progress: Progress | None = None, encoding: Encoding = COMPACT) -> int:
-    """Stream the trace to `out`: descriptors first, then one sequence per track segment, then the callstack samples
+    """Stream the trace to `out`: descriptors first, then each track segment (its own state), then the callstack samples
     (made beside the segments: alone they take ~0.5 s per 1M events). Returns bytes written.
 
     With more than one job (default: the CPUs) and a big timeline, segments are encoded in forked worker processes;
