@@ -3,7 +3,7 @@
 1. The timeline of a profile (default: the 1,000,000-event one bench_load.py makes) is encoded once per layout
    (proto.SPREAD: the layout written before, a sequence per segment and flags on every packet; proto.COMPACT: what
    is written now), one process, one job; then its packets are deflated in compressed_packets chunks as the writer
-   cuts them, at each level: bytes/event and seconds per level.
+   cuts them, at each level: bytes/event and seconds per level (best of --repeat).
 2. With --baseline DIR (a checkout of the code before, e.g. /work/main), the whole `vizexport PROFILE -o OUT.pftrace`
    (compressed, then --no-compress) runs in fresh processes for this checkout and the baseline, interleaved round by
    round, best of --repeat: seconds and bytes/event side by side.
@@ -46,7 +46,7 @@ def packet_ends(data: bytes) -> np.ndarray:
     return np.array(ends, np.int64)
 
 
-def levels_table(tl, levels: list[int]) -> None:
+def levels_table(tl, levels: list[int], repeat: int) -> None:
     n = tl.n_events()
     for name, enc in (("before (SPREAD)", SPREAD), ("now (COMPACT)", COMPACT)):
         out = io.BytesIO()
@@ -57,9 +57,12 @@ def levels_table(tl, levels: list[int]) -> None:
         bounds = list(proto.chunks(packet_ends(raw)))
         print(f"{name}: raw {len(raw) / n:6.2f} B/event, encoded in {encode:5.2f} s (one job)")
         for level in levels:
-            t = time.perf_counter()
-            size = sum(len(zlib.compress(raw[a:b], level)) + 8 for a, b in bounds)  # + the wrappers' framing
-            dt = time.perf_counter() - t
+            times = []
+            for _ in range(repeat):  # best of: the machine may be busy
+                t = time.perf_counter()
+                size = sum(len(zlib.compress(raw[a:b], level)) + 8 for a, b in bounds)  # + the wrappers' framing
+                times.append(time.perf_counter() - t)
+            dt = min(times)
             print(f"  deflate level {level}: {size / n:6.2f} B/event  {dt:5.2f} s  ({dt * 1e9 / n:5.0f} ns/event)")
 
 
@@ -91,14 +94,14 @@ def main() -> None:
     ap.add_argument("--profile", type=Path, default=Path("/tmp/vizexport-bench/profile_1000000.pkl"))
     ap.add_argument("--levels", default="1,2,3,4,6,9")
     ap.add_argument("--baseline", type=Path, help="a checkout of the code to compare with (its conversion time)")
-    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=3, help="runs of each timing (the best is shown)")
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/vizexport-bench"))
     a = ap.parse_args()
     if not a.profile.exists():
         sys.exit(f"{a.profile}: missing (benchmarks/bench_load.py --events N makes it)")
     tl = build_timeline(load_profile(a.profile))
     print(f"profile: {a.profile} ({tl.n_events():,} events); load {os.getloadavg()[0]:.1f}")
-    levels_table(tl, [int(x) for x in a.levels.split(",")])
+    levels_table(tl, [int(x) for x in a.levels.split(",")], a.repeat)
     if a.baseline:
         side_by_side(a.baseline, a.profile, tl.n_events(), a.repeat, a.workdir)
 

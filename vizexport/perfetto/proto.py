@@ -65,9 +65,11 @@ from .wire import (
 _INT_VALUE = bytes((DebugAnnotation.INT_VALUE << 3 | WIRE_VARINT,))
 
 CHUNK = 480 * 1024  # raw bytes per compressed_packets wrapper (the wrapper must stay under 512 KB)
-# deflate level 1: a 5M-event profile's 260 MB of packets deflate in 1.5 s of CPU to 72.8 MB; level 6 took 4.4 s for
-# 65.5 MB (absolute timestamps compress poorly whatever the level)
-DEFLATE_LEVEL = 1
+# deflate level 4, the knee of size against time (benchmarks/bench_tracesize.py, 1M-event profile, best of 3 on a
+# busy 2-core machine): levels 1-6 gave 12.82, 12.49, 12.29, 12.00, 11.70, 11.59 B/event in 0.7-0.9, 0.8, 0.9-1.0,
+# 0.9-1.1, 1.4, 2.3-2.9 s of CPU: 4 costs about what 3 does, ~0.2 s per 1M events more than 1; 5 another 0.4 s for
+# 0.3 B/event. Absolute timestamps keep every level far above the ~1 B/event delta timestamps gave
+DEFLATE_LEVEL = 4
 _SCALARS = frozenset((str, int, float, bool))
 SEGMENT = 200_000  # events per sequence of a big track (the unit of parallel encoding)
 PARALLEL_MIN = 300_000  # events below which forking workers costs more than it saves
