@@ -242,10 +242,11 @@ def test_parallel_encoding_gives_the_same_bytes(monkeypatch: pytest.MonkeyPatch)
         assert proto.write(tl, b, jobs=jobs, progress=lambda d, t: calls.append((d, t))) == len(b.getvalue())
         outs.append(b.getvalue())
     assert outs[0] == outs[1] and calls[-1] == (tl.n_events(), tl.n_events())
-    kinds = [p.WhichOneof("data") for p in trace_rules.packets(outs[0])[0]]
-    last_event = max(i for i, k in enumerate(kinds) if k == "track_event")
-    samples = [i for i, k in enumerate(kinds) if k == "streaming_profile_packet"]
-    assert len(samples) == sum(len(t.stacks) for t in tl.tracks) > 10 and min(samples) > last_event
+    pkts = trace_rules.packets(outs[0])[0]
+    last_event = max(i for i, p in enumerate(pkts) if p.HasField("track_event"))
+    samples = {i: len(p.streaming_profile_packet.callstack_iid) for i, p in enumerate(pkts)
+               if p.HasField("streaming_profile_packet")}
+    assert sum(samples.values()) == sum(len(t.stacks) for t in tl.tracks) > 10 and min(samples) > last_event
 
 
 def test_host_spans_prepared_in_a_forked_process_give_the_same_timeline(monkeypatch: pytest.MonkeyPatch):

@@ -79,8 +79,9 @@ def check(data: bytes) -> Decoded:
             assert not t.parent_uuid or t.parent_uuid in d.descriptors, "parent described before child"
             d.descriptors[t.uuid] = t
             continue
-        if p.sequence_flags & pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED:
+        if p.sequence_flags & pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED:  # a segment starts (its own state)
             interned[seq] = ({}, {}, {})
+            seq_last.pop(seq, None)
             assert p.trace_packet_defaults.timestamp_clock_id == pb.BUILTIN_CLOCK_BOOTTIME  # absolute ns
             seq_track[seq] = p.trace_packet_defaults.track_event_defaults.track_uuid
             continue
@@ -88,7 +89,6 @@ def check(data: bytes) -> Decoded:
             continue
         seen_event = True
         assert seq in interned, "incremental state cleared before first use"
-        assert p.sequence_flags & pb.TracePacket.SEQ_NEEDS_INCREMENTAL_STATE, "packets after the defaults need them"
         names, arg_names, values = interned[seq]
         for e in p.interned_data.event_names:
             names[e.iid] = e.name
@@ -97,7 +97,7 @@ def check(data: bytes) -> Decoded:
         for e in p.interned_data.debug_annotation_string_values:
             values[e.iid] = e.str.decode()
         ts = p.timestamp
-        assert ts >= seq_last.get(seq, 0), "each sequence in time order"
+        assert ts >= seq_last.get(seq, 0), "each segment of a sequence in time order"
         seq_last[seq] = ts
         ev = p.track_event
         track = ev.track_uuid or seq_track[seq]

@@ -15,16 +15,19 @@ import numpy as np
 from ..timeline import Frame, Timeline
 from .wire import (
     CLOCK_BOOTTIME,
+    COMPACT,
     SEQ_NEEDS,
     TIMESTAMP_TAG,
     WIRE_LEN,
     WIRE_VARINT,
+    Encoding,
     Trace,
     TracePacket,
     TracePacketDefaults,
     field,
     joined,
     packets,
+    rows,
     sfield,
     varint,
     varint_sizes,
@@ -137,10 +140,11 @@ class _Interner:
                         b"".join(vfield(CallstackFields.FRAME_IDS, f) for f in ids))
 
 
-def samples(tl: Timeline, first_seq: int) -> tuple[bytes, np.ndarray]:
+def samples(tl: Timeline, first_seq: int, encoding: Encoding = COMPACT) -> tuple[bytes, np.ndarray]:
     """Packets naming the process and threads, then per thread a sequence: a ThreadDescriptor (which ties the
     sequence's samples to the thread and sets the reference time), then one sample per slice with a callstack, in
-    time order, each defining the interned data it is the first to use. Returns them joined, and where each ends."""
+    time order, each packet defining the interned data it is the first to use (`encoding`: how many samples a packet
+    holds, whether they carry SEQ_NEEDS_INCREMENTAL_STATE). Returns them joined, and where each ends."""
     tids = threads(tl)
     found: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {tid: [] for tid in tids.values()}
     for t in tl.walk():
@@ -152,15 +156,16 @@ def samples(tl: Timeline, first_seq: int) -> tuple[bytes, np.ndarray]:
     for n, (name, tid) in enumerate(tids.items()):
         ts, sids = (np.concatenate(c) for c in zip(*found[tid], strict=True))
         order = np.lexsort((sids, ts))  # by time, then stack
-        runs.append(_thread_samples(tl, first_seq + n, name, tid, ts[order], sids[order]))
+        runs.append(_thread_samples(tl, (first_seq + n, encoding), name, tid, ts[order], sids[order]))
     return joined(runs)
 
 
-def _thread_samples(tl: Timeline, seq_id: int, name: str, tid: int, ts: np.ndarray, sids: np.ndarray
-                    ) -> tuple[bytes, np.ndarray]:
-    """The thread's sequence: its descriptor packet, then its samples (framed column-wise)."""
+def _thread_samples(tl: Timeline, sequence: tuple[int, Encoding], name: str, tid: int, ts: np.ndarray,
+                    sids: np.ndarray) -> tuple[bytes, np.ndarray]:
+    """The thread's sequence (its id, and how its samples are encoded): its descriptor packet, then its samples."""
+    seq_id, encoding = sequence
     seq = vfield(TracePacket.TRUSTED_PACKET_SEQUENCE_ID, seq_id)
-    needs = seq + vfield(TracePacket.SEQUENCE_FLAGS, SEQ_NEEDS)
+    needs = seq + vfield(TracePacket.SEQUENCE_FLAGS, SEQ_NEEDS) if encoding.needs_flag else seq
     us = np.maximum(ts, 0) // 1000  # the samples' clock counts µs
     TD = ThreadDescriptorFields
     desc = vfield(TD.PID, PID) + vfield(TD.TID, tid) + sfield(TD.THREAD_NAME, name) + \
@@ -168,16 +173,43 @@ def _thread_samples(tl: Timeline, seq_id: int, name: str, tid: int, ts: np.ndarr
     head = vfield(TracePacket.TIMESTAMP, int(us[0]) * 1000) + field(TracePacketFields.THREAD_DESCRIPTOR, desc) + \
         field(TracePacket.TRACE_PACKET_DEFAULTS, vfield(TracePacketDefaults.TIMESTAMP_CLOCK_ID, CLOCK_BOOTTIME)) + \
         seq + vfield(TracePacket.SEQUENCE_FLAGS, TracePacket.SEQ_INCREMENTAL_STATE_CLEARED | SEQ_NEEDS)
-    # each stack's first sample defines its interned data (stacks taken in order of first use): tails[1 + k]
+    # each stack's first sample defines its interned data (stacks taken in order of first use)
     stacks, first, inverse = np.unique(sids, return_index=True, return_inverse=True)
-    interned, tails = _Interner(), [needs]
-    iids, tail_ids = np.empty(len(stacks), np.int64), np.zeros(len(sids), np.int64)
+    interned, defined = _Interner(), []
+    iids = np.empty(len(stacks), np.int64)
     for g in np.argsort(first).tolist():
         iids[g] = interned.stack(int(stacks[g]), tl.stacks[int(stacks[g])])
-        tail_ids[first[g]] = len(tails)
-        tails.append(field(TracePacket.INTERNED_DATA, bytes(interned.new)) + needs)
+        defined.append(bytes(interned.new))
         interned.new.clear()
     iid, delta = iids[inverse.ravel()], np.diff(us, prepend=us[0])
+    per = encoding.samples_per_packet
+    body = _one_each(us, iid, delta, (np.sort(first), defined), needs) if per == 1 else \
+        _batched(iid, delta, (np.sort(first), defined), needs, per)
+    return joined([field(Trace.PACKET, head), body])
+
+
+def _one_each(us: np.ndarray, iid: np.ndarray, delta: np.ndarray, defined: tuple[np.ndarray, list[bytes]],
+              needs: bytes) -> tuple[bytes, np.ndarray]:
+    """A packet per sample (timestamped), framed column-wise; a stack's first sample defines its interned data."""
+    at, data = defined
+    tails = [needs] + [field(TracePacket.INTERNED_DATA, d) + needs for d in data]
+    tail_ids = np.zeros(len(iid), np.int64)
+    tail_ids[at] = np.arange(1, len(at) + 1)
     size = len(CALLSTACK_TAG) + len(DELTA_TAG) + varint_sizes(iid) + varint_sizes(delta)
-    return joined([field(Trace.PACKET, head), packets([(TIMESTAMP_TAG, us * 1000), (SAMPLE_TAG, size),
-                                                       (CALLSTACK_TAG, iid), (DELTA_TAG, delta)], tail_ids, tails)])
+    return packets([(TIMESTAMP_TAG, us * 1000), (SAMPLE_TAG, size), (CALLSTACK_TAG, iid), (DELTA_TAG, delta)],
+                   tail_ids, tails)
+
+
+def _batched(iid: np.ndarray, delta: np.ndarray, defined: tuple[np.ndarray, list[bytes]], needs: bytes, per: int
+             ) -> tuple[bytes, np.ndarray]:
+    """Packets of `per` samples each (the StreamingProfilePacket's repeated callstack_iid and timestamp_delta_us,
+    which the reader walks in step), each defining the interned data its samples are the first to use."""
+    at, data = defined
+    runs = []
+    for a in range(0, len(iid), per):
+        b = min(a + per, len(iid))
+        pkt = field(TracePacketFields.STREAMING_PROFILE_PACKET, rows([(CALLSTACK_TAG, iid[a:b]),
+                                                                    (DELTA_TAG, delta[a:b])]))
+        new = b"".join(data[int(np.searchsorted(at, a)):int(np.searchsorted(at, b))])
+        runs.append(field(Trace.PACKET, pkt + (field(TracePacket.INTERNED_DATA, new) if new else b"") + needs))
+    return joined(runs)

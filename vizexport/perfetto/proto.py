@@ -3,11 +3,15 @@
 Layout (peers-and-perfetto.md §1): sequence 1 carries the trace's metadata (trace_uuid, the trace name as the session
 name, release and devices as metadata entries) and every TrackDescriptor, all under one top track named after the
 trace (the Perfetto UI orders top-level tracks by name, but the children of a track with explicit child ordering by
-rank: so host tracks come first); each track with events gets its own packet sequence whose defaults name the track,
-so an event costs a few bytes: a timestamp, an interned name, flags. Timestamps are absolute ns on the default
-(BOOTTIME) clock: an incremental clock would need a ClockSnapshot per sequence, which the UI draws as a
-"Clock Snapshots" track of arrows.
-Interned event names, annotation names and repeated string values are defined on the packet that first uses them.
+rank: so host tracks come first); each segment of a track's events starts with a packet that clears its sequence's
+incremental state and whose defaults name the track, so an event costs a few bytes: a timestamp, an interned name,
+the sequence id. Timestamps are absolute ns on the default (BOOTTIME) clock: delta timestamps need a sequence-scoped
+incremental clock, and the ClockSnapshot that anchors it fills the trace processor's clock_snapshot table, which the
+UI (v52 to today) draws as a "System > Clock Snapshots" track; the format's only other delta,
+TrackEvent.timestamp_delta_us, counts whole µs. So the bytes are saved elsewhere (wire.Encoding): every segment on
+one sequence id (one byte on the wire), no sequence flags on event packets, string annotation values of a few
+characters or more interned, callstack samples batched. Interned event names, annotation names and string values
+are defined on the packet that first uses them.
 Packets are grouped into `compressed_packets` (deflate) unless compression is off. perfetto_trace_pb2 (the official
 schema) is the reference: the tests parse every output with it.
 """
@@ -29,13 +33,16 @@ from ..timeline import META_NAME, Timeline, Track, slice_events
 from .callstacks import samples
 from .wire import (
     CLOCK_BOOTTIME,
+    COMPACT,
     SEQ_NEEDS,
+    TRACKS_SEQUENCE,
     WIRE_FIXED64,
     WIRE_VARINT,
     ChromeEventBundle,
     ChromeMetadata,
     CounterDescriptor,
     DebugAnnotation,
+    Encoding,
     EventName,
     InternedData,
     Trace,
@@ -58,9 +65,11 @@ from .wire import (
 _INT_VALUE = bytes((DebugAnnotation.INT_VALUE << 3 | WIRE_VARINT,))
 
 CHUNK = 480 * 1024  # raw bytes per compressed_packets wrapper (the wrapper must stay under 512 KB)
-# deflate level 1: a 5M-event profile's 260 MB of packets deflate in 1.5 s of CPU to 72.8 MB; level 6 took 4.4 s for
-# 65.5 MB (absolute timestamps compress poorly whatever the level)
-DEFLATE_LEVEL = 1
+# deflate level 4, the knee of size against time (benchmarks/bench_tracesize.py, 1M-event profile, best of 3 on a
+# busy 2-core machine): levels 1-6 gave 12.82, 12.49, 12.29, 12.00, 11.70, 11.59 B/event in 0.7-0.9, 0.8, 0.9-1.0,
+# 0.9-1.1, 1.4, 2.3-2.9 s of CPU: 4 costs about what 3 does, ~0.2 s per 1M events more than 1; 5 another 0.4 s for
+# 0.3 B/event. Absolute timestamps keep every level far above the ~1 B/event delta timestamps gave
+DEFLATE_LEVEL = 4
 _SCALARS = frozenset((str, int, float, bool))
 SEGMENT = 200_000  # events per sequence of a big track (the unit of parallel encoding)
 PARALLEL_MIN = 300_000  # events below which forking workers costs more than it saves
@@ -131,12 +140,13 @@ def top_track(tl: Timeline) -> tuple[int, bytes]:
 
 
 class _Sequence:
-    """Encoder state of one packet sequence: incremental clock and interning tables."""
+    """Encoder state of one segment's packets: its sequence id (and flags), defaults and interning tables."""
 
-    def __init__(self, seq_id: int, track: Track, strings: list[str], start: int = 0) -> None:
+    def __init__(self, seq_id: int, track: Track, strings: list[str], encoding: Encoding = COMPACT) -> None:
         self.seq = vfield(TracePacket.TRUSTED_PACKET_SEQUENCE_ID, seq_id)
-        # every packet after the header relies on its defaults (track), so each says so (trace_packet.proto)
-        self.needs = self.seq + vfield(TracePacket.SEQUENCE_FLAGS, SEQ_NEEDS)
+        # what ends each packet after the header: its sequence (and flags, see Encoding.needs_flag)
+        self.needs = self.seq + vfield(TracePacket.SEQUENCE_FLAGS, SEQ_NEEDS) if encoding.needs_flag else self.seq
+        self.intern_from = encoding.intern_from
         self.track, self.strings = track, strings
         self.names: dict[int, int] = {}  # Timeline string id → event name iid
         self.arg_names: dict[str, int] = {}
@@ -211,7 +221,7 @@ class _Sequence:
             return out + vfield(DA.INT_VALUE, v)
         if isinstance(v, float):
             return out + varint(DA.DOUBLE_VALUE << 3 | WIRE_FIXED64) + struct.pack("<d", v)
-        if isinstance(v, str) and len(v) > 24:  # long strings (tracebacks) repeat: intern them
+        if isinstance(v, str) and len(v) >= self.intern_from:  # strings repeat (dtypes, modes, tracebacks)
             return out + vfield(DA.STRING_VALUE_IID, self.value_iid(v))
         return out + sfield(DA.STRING_VALUE, str(v))
 
@@ -319,35 +329,41 @@ def segments(t: Track, size: int = SEGMENT) -> Iterator[tuple[int, int]]:
         yield start, n
 
 
-def _encode(tl: Timeline, job: tuple[int, int, int, int], compress: bool = True) -> bytes:
-    """One segment of one track as its own sequence: framed (or compressed_packets) bytes."""
+def _encode(tl: Timeline, job: tuple[int, int, int, int], compress: bool = True, encoding: Encoding = COMPACT
+            ) -> bytes:
+    """One segment of one track, its sequence's state cleared at its start: framed (or compressed_packets) bytes."""
     track_index, start, end, seq_id = job
     t = tl.tracks[track_index]
-    seq = _Sequence(seq_id, t, tl.strings, start)
+    seq = _Sequence(seq_id, t, tl.strings, encoding)
     return _framed(*joined([seq.header(), (_counters if t.kind == "counter" else _slices)(seq, t, start, end)]),
                    compress)
 
 
-def _framed(data: bytes, ends: np.ndarray, compress: bool) -> bytes:
+def chunks(ends: np.ndarray) -> Iterator[tuple[int, int]]:
+    """Byte ranges of whole packets (ending at `ends`), about CHUNK bytes each: one compressed_packets each."""
+    a, total = 0, int(ends[-1]) if len(ends) else 0
+    while a < total:
+        b = int(ends[max(np.searchsorted(ends, a + CHUNK, "right"), np.searchsorted(ends, a, "right") + 1) - 1])
+        yield a, b
+        a = b
+
+
+def _framed(data: bytes, ends: np.ndarray, compress: bool, level: int = DEFLATE_LEVEL) -> bytes:
     """Packets as written: raw, or in compressed_packets wrappers of whole packets, about CHUNK raw bytes each."""
     if not compress:
         return data
-    out, a = [], 0
-    while a < len(data):
-        b = int(ends[max(np.searchsorted(ends, a + CHUNK, "right"), np.searchsorted(ends, a, "right") + 1) - 1])
-        out.append(field(Trace.PACKET, field(TracePacket.COMPRESSED_PACKETS, zlib.compress(data[a:b], DEFLATE_LEVEL))))
-        a = b
-    return b"".join(out)
+    return b"".join([field(Trace.PACKET, field(TracePacket.COMPRESSED_PACKETS, zlib.compress(data[a:b], level)))
+                     for a, b in chunks(ends)])
 
 
 def write(tl: Timeline, out: BinaryIO, compress: bool = True, jobs: int | None = None,
-          progress: Progress | None = None) -> int:
-    """Stream the trace to `out`: descriptors first, then one sequence per track segment, then the callstack samples
+          progress: Progress | None = None, encoding: Encoding = COMPACT) -> int:
+    """Stream the trace to `out`: descriptors first, then each track segment (its own state), then the callstack samples
     (made beside the segments: alone they take ~0.5 s per 1M events). Returns bytes written.
 
     With more than one job (default: the CPUs) and a big timeline, segments are encoded in forked worker processes;
     the output is the same bytes either way. `progress(done, total)` is told the events written so far, a segment
-    at a time.
+    at a time. `encoding`: how compactly (COMPACT; SPREAD for comparisons).
     """
     tracks = tl.walk()
     parents = {t.parent for t in tracks}
@@ -358,10 +374,11 @@ def write(tl: Timeline, out: BinaryIO, compress: bool = True, jobs: int | None =
     written = len(head)
     index = {id(t): i for i, t in enumerate(tl.tracks)}
     work = [(index[id(t)], a, b) for t in tracks for a, b in segments(t)]
-    work = [(i, a, b, 2 + n) for n, (i, a, b) in enumerate(work)]  # sequence 1 holds the descriptors
+    work = [(i, a, b, TRACKS_SEQUENCE if encoding.shared_sequence else TRACKS_SEQUENCE + n)
+            for n, (i, a, b) in enumerate(work)]
     done, total = 0, tl.n_events()
     jobs = jobs if total >= PARALLEL_MIN else 1
-    encode = partial(_encode_part, tl, work, compress)
+    encode = partial(_encode_part, tl, work, compress, encoding)
     held: dict[int, bytes] = {}  # parts done before those that come earlier in the file
     n = 0  # the next segment to write
     # the callstack samples (part -1) are made first, beside the segments, and written last
@@ -380,9 +397,10 @@ def write(tl: Timeline, out: BinaryIO, compress: bool = True, jobs: int | None =
     return written + len(samples)
 
 
-def _encode_part(tl: Timeline, work: list[tuple[int, int, int, int]], compress: bool, k: int) -> tuple[int, bytes]:
+def _encode_part(tl: Timeline, work: list[tuple[int, int, int, int]], compress: bool, encoding: Encoding, k: int
+                 ) -> tuple[int, bytes]:
     """Part k of the trace after its descriptors: segment work[k], or (k = -1) the callstack samples."""
     if k >= 0:
-        return k, _encode(tl, work[k], compress)
-    data, ends = samples(tl, 2 + len(work))  # sequences after the tracks' ones
+        return k, _encode(tl, work[k], compress, encoding)
+    data, ends = samples(tl, max((w[3] for w in work), default=TRACKS_SEQUENCE) + 1, encoding)  # after the tracks'
     return k, _framed(data, ends, compress)

@@ -1,8 +1,10 @@
 """Protobuf wire encoding of Perfetto traces: the field numbers written (named as in perfetto_trace.proto), varints,
-fields, and packets framed column-wise with numpy. The trace encoder (proto) and the callstack samples (callstacks)
-both build on it.
+fields, and packets framed column-wise with numpy; and how compactly events are laid out (Encoding). The trace encoder
+(proto) and the callstack samples (callstacks) both build on it.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -84,9 +86,37 @@ class DebugAnnotation:
 
 
 CLOCK_BOOTTIME = 6  # BuiltinClocks.BOOTTIME
+TRACKS_SEQUENCE = 2  # the sequence of the track segments (with a shared one; 1 holds the descriptors)
 SEQ_NEEDS = TracePacket.SEQ_NEEDS_INCREMENTAL_STATE
 PACKET_TAG = bytes((Trace.PACKET << 3 | WIRE_LEN,))
 TIMESTAMP_TAG = bytes((TracePacket.TIMESTAMP << 3 | WIRE_VARINT,))
+
+
+@dataclass(frozen=True)
+class Encoding:
+    """How compactly events are written; the trace processor reads the same slices, counters, flows and args from
+    each (tests compare them).
+
+    needs_flag: SEQ_NEEDS_INCREMENTAL_STATE on every packet after a sequence's header, as trace_packet.proto asks
+    of packets that use TracePacketDefaults. A reader only looks at it to skip packets of a sequence whose state
+    was lost (a ring buffer that dropped packets); a written file loses none, and each sequence's first packet in
+    the file clears its state. 2 bytes a packet.
+    shared_sequence: every track segment on TRACKS_SEQUENCE (a one-byte id however many segments), each starting
+    with a packet that clears the sequence's incremental state and sets its own defaults; else a sequence each.
+    intern_from: string annotation values of at least this many characters are interned (an iid: 1-2 bytes).
+    samples_per_packet: callstack samples in one StreamingProfilePacket (its fields are repeated for this: a sample
+    then costs its callstack iid and µs delta, ~5 bytes; alone in a packet, with the packet's timestamp, ~19).
+    """
+
+    needs_flag: bool = True  # kept, as the format asks: a reader may rely on it (today's skip only lost packets)
+    shared_sequence: bool = True
+    intern_from: int = 3
+    samples_per_packet: int = 4096
+
+
+COMPACT = Encoding()
+# the layout written before (a sequence per segment, flags on every packet): tests compare the two
+SPREAD = Encoding(needs_flag=True, shared_sequence=False, intern_from=25, samples_per_packet=1)
 
 
 def varint(n: int) -> bytes:
@@ -130,6 +160,29 @@ def _put_varints(out: np.ndarray, at: np.ndarray, v: np.ndarray, sizes: np.ndarr
         out[at[m] + k] = ((v[m] >> (7 * k)) & 0x7F) | np.where(sizes[m] > k + 1, 0x80, 0)
 
 
+def _put_fields(out: np.ndarray, at: np.ndarray, fields: list[tuple[bytes, np.ndarray]], sizes: list[np.ndarray]
+                ) -> np.ndarray:
+    """Write row k's fields (tag, then the varint of values[k]) from at[k] on; returns where each row's fields end."""
+    for (tag, values), size in zip(fields, sizes, strict=True):
+        for byte in tag:
+            out[at] = byte
+            at = at + 1
+        _put_varints(out, at, values, size)
+        at = at + size
+    return at
+
+
+def rows(fields: list[tuple[bytes, np.ndarray]]) -> bytes:
+    """Row k = each varint field's tag and values[k]; the rows back to back (a message's repeated fields, column-wise;
+    values non-negative)."""
+    sizes = [varint_sizes(v) for _, v in fields]
+    row = sum(len(tag) + size for (tag, _), size in zip(fields, sizes, strict=True))
+    ends = np.cumsum(row)
+    out = np.empty(int(ends[-1]) if len(ends) else 0, np.uint8)
+    _put_fields(out, ends - row, fields, sizes)
+    return out.tobytes()
+
+
 def joined(runs: list[bytes | tuple[bytes, np.ndarray]]) -> tuple[bytes, np.ndarray]:
     """Runs of packets (bytes, and where each packet ends; or one whole packet) as one run."""
     runs = [(r, np.array([len(r)])) if isinstance(r, bytes) else r for r in runs]
@@ -157,13 +210,7 @@ def packets(fields: list[tuple[bytes, np.ndarray]], tail_ids: np.ndarray, tails:
     out = np.empty(int(ends[-1]) if len(ends) else 0, np.uint8)
     out[at] = PACKET_TAG[0]
     _put_varints(out, at + 1, body, body_size)
-    at = at + 1 + body_size
-    for (tag, values), size in zip(fields, value_sizes, strict=True):
-        for byte in tag:
-            out[at] = byte
-            at = at + 1
-        _put_varints(out, at, values, size)
-        at = at + size
+    _put_fields(out, at + 1 + body_size, fields, value_sizes)
     # every tail byte: from its place in the joined tails to its place in the packet
     offsets = (np.cumsum(sizes) - sizes)[tail_ids]
     run = np.cumsum(tail_size) - tail_size

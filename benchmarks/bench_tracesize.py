@@ -1,0 +1,119 @@
+"""Trace size against time: bytes per event of a .pftrace, raw and deflated at each level, and conversion time.
+
+1. The timeline of a profile (default: the 1,000,000-event one bench_load.py makes) is encoded once per layout
+   (proto.SPREAD: the layout written before, a sequence per segment and flags on every packet; proto.COMPACT: what
+   is written now), one process, one job; then its packets are deflated in compressed_packets chunks as the writer
+   cuts them, at each level: bytes/event and seconds per level (best of --repeat).
+2. With --baseline DIR (a checkout of the code before, e.g. /work/main), the whole `vizexport PROFILE -o OUT.pftrace`
+   (compressed, then --no-compress) runs in fresh processes for this checkout and the baseline, interleaved round by
+   round, best of --repeat: seconds and bytes/event side by side.
+
+Usage: python benchmarks/bench_tracesize.py [--profile PKL] [--levels 1,2,3,6,9] [--baseline DIR] [--repeat K]
+"""
+import argparse
+import io
+import os
+import resource
+import subprocess
+import sys
+import time
+import zlib
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from vizexport.api import build_timeline, load_profile  # noqa: E402
+from vizexport.perfetto import proto  # noqa: E402
+from vizexport.perfetto.wire import COMPACT, SPREAD  # noqa: E402
+
+
+def packet_ends(data: bytes) -> np.ndarray:
+    """Where each top-level packet of raw trace bytes ends."""
+    ends, i = [], 0
+    while i < len(data):
+        i += 1  # the Trace.packet tag
+        n = shift = 0
+        while True:
+            c = data[i]
+            i += 1
+            n |= (c & 0x7F) << shift
+            shift += 7
+            if c < 128:
+                break
+        i += n
+        ends.append(i)
+    return np.array(ends, np.int64)
+
+
+def levels_table(tl, levels: list[int], repeat: int) -> None:
+    n = tl.n_events()
+    for name, enc in (("before (SPREAD)", SPREAD), ("now (COMPACT)", COMPACT)):
+        out = io.BytesIO()
+        t = time.perf_counter()
+        proto.write(tl, out, compress=False, jobs=1, encoding=enc)
+        encode = time.perf_counter() - t
+        raw = out.getvalue()
+        bounds = list(proto.chunks(packet_ends(raw)))
+        print(f"{name}: raw {len(raw) / n:6.2f} B/event, encoded in {encode:5.2f} s (one job)")
+        for level in levels:
+            times = []
+            for _ in range(repeat):  # best of: the machine may be busy
+                t = time.perf_counter()
+                size = sum(len(zlib.compress(raw[a:b], level)) + 8 for a, b in bounds)  # + the wrappers' framing
+                times.append(time.perf_counter() - t)
+            dt = min(times)
+            print(f"  deflate level {level}: {size / n:6.2f} B/event  {dt:5.2f} s  ({dt * 1e9 / n:5.0f} ns/event)")
+
+
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def convert_once(checkout: Path, profile: Path, out: Path, compress: bool) -> tuple[float, float, int]:
+    """Wall and CPU seconds (the child's and its workers': less swayed by a busy machine) and the trace's size."""
+    env = {**os.environ, "PYTHONPATH": str(checkout)}
+    args = [sys.executable, "-m", "vizexport", str(profile), "-o", str(out), "--no-split"] + \
+        ([] if compress else ["--no-compress"])
+    t, cpu = time.perf_counter(), _children_cpu()
+    subprocess.run(args, env=env, cwd=checkout, check=True, capture_output=True)  # `-m` puts the cwd first
+    return time.perf_counter() - t, _children_cpu() - cpu, out.stat().st_size
+
+
+def side_by_side(baseline: Path, profile: Path, n: int, repeat: int, workdir: Path) -> None:
+    print(f"conversion, best of {repeat} (load {os.getloadavg()[0]:.1f} at the start):")
+    for compress in (True, False):
+        runs: dict[str, list[tuple[float, float, int]]] = {"baseline": [], "this": []}
+        for _ in range(repeat):  # interleaved: a busy spell hits both alike
+            for name, checkout in (("baseline", baseline), ("this", ROOT)):
+                runs[name].append(convert_once(checkout, profile, workdir / f"tracesize_{name}.pftrace", compress))
+        assert compress or runs["this"][0][2] != runs["baseline"][0][2], "the same code ran twice"
+        for name, r in runs.items():
+            kind = "compressed" if compress else "raw"
+            print(f"  {name:8s} {kind:10s} wall {min(x[0] for x in r):6.2f} s  CPU {min(x[1] for x in r):6.2f} s  "
+                  f"{r[0][2] / n:6.2f} B/event")
+    print(f"  (load {os.getloadavg()[0]:.1f} at the end)")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--profile", type=Path, default=Path("/tmp/vizexport-bench/profile_1000000.pkl"))
+    ap.add_argument("--levels", default="1,2,3,4,6,9")
+    ap.add_argument("--baseline", type=Path, help="a checkout of the code to compare with (its conversion time)")
+    ap.add_argument("--repeat", type=int, default=3, help="runs of each timing (the best is shown)")
+    ap.add_argument("--workdir", type=Path, default=Path("/tmp/vizexport-bench"))
+    a = ap.parse_args()
+    if not a.profile.exists():
+        sys.exit(f"{a.profile}: missing (benchmarks/bench_load.py --events N makes it)")
+    tl = build_timeline(load_profile(a.profile))
+    print(f"profile: {a.profile} ({tl.n_events():,} events); load {os.getloadavg()[0]:.1f}")
+    if a.levels:  # "" skips the table
+        levels_table(tl, [int(x) for x in a.levels.split(",")], a.repeat)
+    if a.baseline:
+        side_by_side(a.baseline, a.profile, tl.n_events(), a.repeat, a.workdir)
+
+
+if __name__ == "__main__":
+    main()
