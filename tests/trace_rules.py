@@ -89,6 +89,7 @@ def check(data: bytes) -> Decoded:
             continue
         seen_event = True
         assert seq in interned, "incremental state cleared before first use"
+        assert p.sequence_flags & pb.TracePacket.SEQ_NEEDS_INCREMENTAL_STATE, "events flag their need of the state"
         names, arg_names, values = interned[seq]
         for e in p.interned_data.event_names:
             names[e.iid] = e.name
