@@ -23,7 +23,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from ..forks import forked_map
+from ..forks import SERIAL, Executor
 from ..output import Progress
 from ..timeline import META_NAME, Timeline, Track, slice_events
 from .callstacks import samples
@@ -341,11 +341,11 @@ def _framed(data: bytes, ends: np.ndarray, compress: bool) -> bytes:
 
 
 def write(tl: Timeline, out: BinaryIO, compress: bool = True, jobs: int | None = None,
-          progress: Progress | None = None) -> int:
+          progress: Progress | None = None, executor: Executor = SERIAL) -> int:
     """Stream the trace to `out`: descriptors first, then one sequence per track segment, then the callstack samples
     (made beside the segments: alone they take ~0.5 s per 1M events). Returns bytes written.
 
-    With more than one job (default: the CPUs) and a big timeline, segments are encoded in forked worker processes;
+    With more than one job (default: the CPUs) and a big timeline, segments are encoded in `executor`'s workers;
     the output is the same bytes either way. `progress(done, total)` is told the events written so far, a segment
     at a time.
     """
@@ -365,7 +365,7 @@ def write(tl: Timeline, out: BinaryIO, compress: bool = True, jobs: int | None =
     held: dict[int, bytes] = {}  # parts done before those that come earlier in the file
     n = 0  # the next segment to write
     # the callstack samples (part -1) are made first, beside the segments, and written last
-    for k, data in forked_map(encode, range(-1, len(work)), jobs):
+    for k, data in executor.map(encode, range(-1, len(work)), jobs):
         held[k] = data
         while n in held:
             data = held.pop(n)
