@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .analysis import KernelTable, kernel_table
-from .analysis.diff import Diff, diff_runs
+from .analysis.diff import Diff, Verdicts, diff_runs
 from .analysis.programs import ProgramIndex, program_index
 from .analysis.report import Report, build_report
 from .analysis.stats import ALPHA, MIN_EFFECT
@@ -259,8 +259,8 @@ class Run:
         if base is None:
             return None
         a, releases = self.answers, (base.need_profile().release.name, self.need_profile().release.name)
-        return diff_runs(base.stage(DIFF_STAGES), self.stage(DIFF_STAGES), base.programs, self.programs, a.alpha,
-                         a.min_effect, releases)
+        return diff_runs(base.stage(DIFF_STAGES), self.stage(DIFF_STAGES), base.programs, self.programs,
+                         Verdicts(a.alpha, a.min_effect), releases)
 
     @cached_property
     def kernel_table(self) -> KernelTable:
