@@ -52,7 +52,7 @@ def levels_table(tl, levels: list[int], repeat: int) -> None:
     for name, enc in (("before (SPREAD)", SPREAD), ("now (COMPACT)", COMPACT)):
         out = io.BytesIO()
         t = time.perf_counter()
-        proto.write(tl, out, compress=False, jobs=1, encoding=enc)
+        proto.write(tl, out, compress=False, encoding=enc)
         encode = time.perf_counter() - t
         raw = out.getvalue()
         bounds = list(proto.chunks(packet_ends(raw)))

@@ -169,14 +169,15 @@ def _write_file(folder: Path, i: int) -> int:
     return os.getpid()
 
 
-@pytest.mark.skipif(not forks._can_fork(), reason="no fork")
+@pytest.mark.skipif(not forks.can_fork(), reason="no fork")
 def test_workers_bytes_count_in_the_commands_output(tmp_path: Path):
     limits.limit_output(None, 6000)
     try:
-        pids = set(forks.forked_map(lambda i: _write_file(tmp_path, i), range(8), jobs=2))
-        assert os.getpid() not in pids and limits.output_written() == 8 * 600
-        with pytest.raises(limits.OutputLimitError, match="passed its limit"):
-            list(forks.forked_map(lambda i: _write_file(tmp_path, 100 + i), range(8), jobs=2))
+        with forks.ForkExecutor() as ex:
+            pids = set(ex.map(lambda i: _write_file(tmp_path, i), range(8), jobs=2))
+            assert os.getpid() not in pids and limits.output_written() == 8 * 600
+            with pytest.raises(limits.OutputLimitError, match="passed its limit"):
+                list(ex.map(lambda i: _write_file(tmp_path, 100 + i), range(8), jobs=2))
     finally:
         limits.limit_output(None)
     assert len(list(tmp_path.glob("1??.bin"))) < 8
@@ -185,12 +186,13 @@ def test_workers_bytes_count_in_the_commands_output(tmp_path: Path):
 # ---- the memory cap is the whole command's ----
 
 SHARES = """
-import json, os, resource
+import json, os, resource, time
 from vizexport import forks, limits
 cap = limits.limit_memory(1 << 30)
 before = limits.data_size()
-pool = forks._pool(4)
-workers = [p.pid for p in pool._pool]
+ex = forks.ForkExecutor()
+sleeping = ex.started_map(time.sleep, [30] * 4, jobs=4)
+workers = ex.pids()
 def field(pid, name):
     for line in open(f"/proc/{pid}/status"):
         if line.startswith(name):
@@ -199,11 +201,11 @@ def soft(pid):
     for line in open(f"/proc/{pid}/limits"):
         if line.startswith("Max data size"):
             return int(line.split()[3])
-import time; time.sleep(0.5)
+time.sleep(0.5)
 print(json.dumps({"cap": cap, "parent": [soft(os.getpid()), before], "lent": limits._lent,
                   "workers": [[soft(w), field(w, "VmData:")] for w in workers]}))
-forks._terminate(pool)
-print(json.dumps({"after": soft(os.getpid())}))
+sleeping.close()  # stops them
+print(json.dumps({"after": soft(os.getpid()), "left": ex.pids()}))
 """
 
 
@@ -218,7 +220,7 @@ def test_workers_are_lent_shares_of_the_cap():
     assert parent_soft == cap - 4 * each  # this process keeps the rest
     assert parent_used + 5 * each <= cap  # each worker and this one may grow by one share
     assert all(abs(soft - (used + each)) < 16 * limits.MIB for soft, used in workers)  # inherited + its share
-    assert after["after"] == cap  # given back once the pool ended
+    assert after["after"] == cap and after["left"] == []  # given back once the workers ended
 
 
 FAKE_DOT = """#!/bin/sh
@@ -352,8 +354,9 @@ def test_a_failed_write_is_one_line_and_then_nothing(tmp_path: Path):
 ORPHAN = """
 import os, sys, time
 from vizexport import forks
-pool = forks._pool(1)
-print(pool._pool[0].pid, flush=True)
+ex = forks.ForkExecutor()
+ex.prepare(lambda: None)  # a helper, waiting for its task
+print(*ex.pids(), flush=True)
 time.sleep(60)
 """
 

@@ -13,7 +13,13 @@ from vizexport import forks
 
 WARMED: list[int] = []  # the pids whose warm-up ran (in a forked helper: its own copy of this list)
 
-needs_fork = pytest.mark.skipif(not forks._can_fork(), reason="no fork on this platform")
+needs_fork = pytest.mark.skipif(not forks.can_fork(), reason="no fork on this platform")
+
+
+@pytest.fixture
+def ex():
+    with forks.ForkExecutor() as executor:
+        yield executor
 
 
 def warm() -> None:
@@ -24,38 +30,44 @@ def task(x: int) -> tuple[int, list[int], int]:
     return os.getpid(), list(WARMED), x * 2
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 def niceness(_: int) -> int:
     return os.nice(0)
 
 
 @needs_fork
-def test_a_prepared_helper_runs_its_warm_up_then_the_task():
-    forks.prepare(warm)
-    (pool,) = forks._prepared.values()
-    (helper_pid,) = (p.pid for p in pool._pool)
-    pid, warmed, out = forks.in_background(task, 21, warm=warm)()
+def test_a_prepared_helper_runs_its_warm_up_then_the_task(ex):
+    ex.prepare(warm)
+    (helper_pid,) = ex.pids()
+    pid, warmed, out = ex.in_background(task, 21, warm=warm)()
     assert (pid, warmed, out) == (helper_pid, [helper_pid], 42) and pid != os.getpid()
-    assert not forks._prepared and WARMED == []  # used up; the warm-up ran there, not here
+    assert not ex.pids() and WARMED == []  # used up (its worker has ended); the warm-up ran there, not here
 
 
 @needs_fork
-def test_an_unprepared_helper_warms_up_too_and_unused_ones_are_stopped():
-    pid, warmed, _ = forks.in_background(task, 1, warm=warm)()
+def test_an_unprepared_helper_warms_up_too_and_unused_ones_are_stopped(ex):
+    pid, warmed, _ = ex.in_background(task, 1, warm=warm)()
     assert warmed == [pid] and pid != os.getpid()
-    forks.prepare(warm)
-    (pool,) = forks._prepared.values()
-    procs = list(pool._pool)
-    forks.discard_prepared()
-    assert not forks._prepared and all(not p.is_alive() for p in procs)
+    ex.prepare(warm)
+    (helper,) = ex.pids()
+    ex.discard_prepared()
+    assert not ex.pids() and not _alive(helper)
 
 
 @needs_fork
-def test_started_map_workers_run_at_background_priority():
+def test_started_map_workers_run_at_background_priority(ex):
     here = os.nice(0)
-    got = list(forks.started_map(niceness, [1, 2, 3], jobs=2))
+    got = list(ex.started_map(niceness, [1, 2, 3], jobs=2))
     assert got == [min(19, here + forks.BACKGROUND_NICE)] * 3
     assert os.nice(0) == here  # this process keeps its own
-    assert sorted(forks.forked_map(niceness, [1, 2], jobs=2)) == [here, here]  # waited-for work does not yield
+    assert sorted(ex.map(niceness, [1, 2], jobs=2)) == [here, here]  # waited-for work does not yield
 
 
 def deaf(flag: str) -> None:
@@ -66,20 +78,17 @@ def deaf(flag: str) -> None:
 
 
 @needs_fork
-def test_a_worker_deaf_to_sigterm_is_killed(monkeypatch, tmp_path):
+def test_a_worker_deaf_to_sigterm_is_killed(monkeypatch, tmp_path, ex):
     monkeypatch.setattr(forks, "TERMINATE_GRACE", 0.5)
-    pool = forks._pool(1)
-    workers = list(pool._pool)
     flag = tmp_path / "started"
-    pool.apply_async(deaf, (str(flag),))
+    pending = ex.in_background(deaf, str(flag))
     for _ in range(200):
         if flag.exists():
             break
         time.sleep(0.05)
     assert flag.exists()
-    forks._terminate(pool)  # without the kill, this waits for the worker forever
-    pool.join()
-    assert [p.exitcode for p in workers] == [-signal.SIGKILL]
+    pending.stop()  # without the kill, this waits for the worker forever
+    assert [p.exitcode for p in pending.workers.processes] == [-signal.SIGKILL] and not ex.pids()
 
 
 def sleepy(x: int) -> int:
@@ -88,42 +97,55 @@ def sleepy(x: int) -> int:
 
 
 @needs_fork
-def test_a_stopped_map_leaves_no_worker():
-    it = forks.started_map(sleepy, range(50), jobs=2)
+def test_a_stopped_map_leaves_no_worker(ex):
+    it = ex.started_map(sleepy, range(50), jobs=2)
     assert next(it) in range(50)
     children = multiprocessing.active_children()
     it.close()
-    assert children and all(p.exitcode is not None for p in children)
-
-
-def inner_pids(_: int) -> tuple[int, set[int]]:
-    """This worker's pid, and those of the processes that ran a map of its own."""
-    return os.getpid(), set(forks.forked_map(lambda _: os.getpid(), range(4), jobs=2))
+    assert children and all(p.exitcode is not None for p in children) and not ex.pids()
 
 
 @needs_fork
-def test_a_map_inside_a_forked_worker_runs_in_that_worker():
-    """A pool's workers are daemons, which may not fork (the windows writer's workers each encode a whole trace)."""
-    got = list(forks.forked_map(inner_pids, range(2), jobs=2))  # (one worker may take both items)
+def test_a_map_inside_a_forked_worker_runs_in_that_worker(ex):
+    """Workers are daemons, which may not fork (the windows writer's workers each encode a whole trace)."""
+    def inner_pids(_: int) -> tuple[int, set[int]]:
+        """This worker's pid, and those of the processes that ran a map of its own."""
+        return os.getpid(), set(ex.map(lambda _: os.getpid(), range(4), jobs=2))
+    got = list(ex.map(inner_pids, range(2), jobs=2))  # (one worker may take both items)
     assert len(got) == 2 and all(pid != os.getpid() and inner == {pid} for pid, inner in got)
-    assert forks._in_worker is False
+    assert forks.in_worker() is False
 
 
 @needs_fork
-def test_forked_runs_a_closure_in_a_child_that_inherits_its_data():
+def test_forked_runs_a_closure_in_a_child_that_inherits_its_data(ex):
     """The timeline builder prepares host spans this way: the data is inherited, only the result travels back."""
     data = list(range(100_000))
-    wait = forks.forked(lambda: (os.getpid(), sum(data), forks._in_worker))
+    wait = ex.forked(lambda: (os.getpid(), sum(data), forks.in_worker()))
     data.append(1)  # the child forked before this
     pid, total, in_worker = wait()
     assert pid != os.getpid() and total == 4_999_950_000 and in_worker is True
 
 
 @needs_fork
-def test_forked_passes_on_the_childs_error_and_runs_in_process_inside_a_worker():
+def test_forked_passes_on_the_childs_error_and_runs_in_process_inside_a_worker(ex):
     def fail() -> None:
         raise KeyError("bad span")
     with pytest.raises(KeyError, match="bad span"):
-        forks.forked(fail)()
-    pids = list(forks.forked_map(lambda _: forks.forked(os.getpid)() == os.getpid(), range(2), jobs=2))
+        ex.forked(fail)()
+    pids = list(ex.map(lambda _: ex.forked(os.getpid)() == os.getpid(), range(2), jobs=2))
     assert pids == [True, True]
+
+
+def suicide(x: int) -> int:
+    if x == 0:
+        os.kill(os.getpid(), signal.SIGKILL)  # as the kernel's OOM killer would
+    return x
+
+
+@needs_fork
+def test_a_worker_killed_mid_task_ends_the_map_with_an_error(ex):
+    """Not a wait forever for the result that will not come (multiprocessing.Pool's behaviour)."""
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match=f"ended without its result \\(exit code -{int(signal.SIGKILL)}\\)"):
+        list(ex.map(suicide, range(2), jobs=2))
+    assert not ex.pids() and time.monotonic() - started < 30

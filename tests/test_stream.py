@@ -27,12 +27,12 @@ SAMPLE = ROOT / "vizexport" / "data" / "sample" / "profile.pkl"
 
 def _trace(prof) -> bytes:
     out = io.BytesIO()
-    proto.write(build_timeline(prof), out, jobs=1)
+    proto.write(build_timeline(prof), out)
     return out.getvalue()
 
 
-def _same(path) -> None:
-    streamed = stream_profile(path, min_bytes=0)
+def _same(path, executor: forks.Executor = forks.SERIAL) -> None:
+    streamed = stream_profile(path, min_bytes=0, executor=executor)
     assert streamed is not None, "not streamed"
     whole = profile_from(*pickles.load(path), str(path))
     assert streamed.release == whole.release and streamed.n_events == whole.n_events
@@ -244,11 +244,18 @@ def halves(monkeypatch):
     monkeypatch.setattr(streaming, "_BESIDE_MIN", 0)
     monkeypatch.setattr(streaming, "_BLOCKS", (1, 2))  # counted in workers, in blocks of a few frames
     monkeypatch.setattr(streaming, "_BLOCK", 3)
-    monkeypatch.setattr(forks, "default_jobs", lambda: 2)
+    monkeypatch.setattr(forks, "default_jobs", lambda: 2)  # (the executor's `parallel`)
     merged: list = []
     merge = _Reader.merge
     monkeypatch.setattr(_Reader, "merge", lambda self, part: merged.append(part.n) or merge(self, part))
     return merged
+
+
+@pytest.fixture
+def ex():
+    """The executor that reads the back half, and scans, in forked processes."""
+    with forks.ForkExecutor() as executor:
+        yield executor
 
 
 class _Kept:
@@ -270,7 +277,7 @@ def _events(shared_at: int, n: int = 30000) -> list:
     return [{"name": f"n{i}", "dev": devices[i % 3] if i >= shared_at else f"own {i}", "ts": str(i)} for i in range(n)]
 
 
-def test_halves_of_a_stream_come_back_in_order(tmp_path, halves, monkeypatch):
+def test_halves_of_a_stream_come_back_in_order(tmp_path, halves, monkeypatch, ex):
     """The back half's items arrive as its part, the front's through consume: together the list, in order; the
     back half's reader took the strings the front made from the frames it unpickles first, and filled the memo up to
     the cut (most of it: one frame first)."""
@@ -278,23 +285,23 @@ def test_halves_of_a_stream_come_back_in_order(tmp_path, halves, monkeypatch):
     path = tmp_path / "p.pkl"
     path.write_bytes(pickle.dumps(events := _events(300), protocol=4))
     got: list = []
-    _, back = streaming.stream(path, got.extend, tail=_Kept)
+    _, back = streaming.stream(path, got.extend, tail=_Kept, executor=ex)
     assert back and got and got + back == events
     assert 0.5 * streaming.BACK_SHARE < len(back) / len(events) < 1.5 * streaming.BACK_SHARE
     assert got[-1]["name"] == f"n{len(got) - 1}" and len(got) % 1000 == 0  # cut where a batch of 1,000 ends
 
 
-def test_a_back_half_that_fetches_from_the_front_is_read_by_the_front(tmp_path, halves, monkeypatch):
+def test_a_back_half_that_fetches_from_the_front_is_read_by_the_front(tmp_path, halves, monkeypatch, ex):
     """Strings made in the middle of the front and fetched past the cut: the back half cannot have them (they come
     from neither its first frames nor its own), so the front reads on past the cut, and nothing is lost."""
     monkeypatch.setattr(streaming, "_PREFIX", 1)
     path = tmp_path / "p.pkl"
     path.write_bytes(pickle.dumps(events := _events(9000), protocol=4))
     got: list = []
-    assert streaming.stream(path, got.extend, tail=_Kept)[1] is None and got == events
+    assert streaming.stream(path, got.extend, tail=_Kept, executor=ex)[1] is None and got == events
 
 
-def test_a_back_half_reads_first_the_frames_that_make_what_it_fetches(tmp_path, halves, monkeypatch):
+def test_a_back_half_reads_first_the_frames_that_make_what_it_fetches(tmp_path, halves, monkeypatch, ex):
     """Strings made after the first frames but early in the stream, fetched all along: the back half's reader
     unpickles the frames up to them first (at most an eighth of the front's)."""
     monkeypatch.setattr(streaming, "_PREFIX", 1)
@@ -302,18 +309,18 @@ def test_a_back_half_reads_first_the_frames_that_make_what_it_fetches(tmp_path, 
     path.write_bytes(pickle.dumps(events := _events(3000, 120000), protocol=4))
     assert len(_frames(path)) > 40
     got: list = []
-    _, back = streaming.stream(path, got.extend, tail=_Kept)
+    _, back = streaming.stream(path, got.extend, tail=_Kept, executor=ex)
     assert back and got + back == events
 
 
-def test_a_back_half_that_fails_leaves_it_to_the_front(tmp_path, halves, monkeypatch):
+def test_a_back_half_that_fails_leaves_it_to_the_front(tmp_path, halves, monkeypatch, ex):
     class Failing(_Kept):
         def feed(self, items: list) -> None:
             raise ValueError("no")
     path = tmp_path / "p.pkl"
     path.write_bytes(pickle.dumps(events := _events(300), protocol=4))
     got: list = []
-    assert streaming.stream(path, got.extend, tail=Failing)[1] is None and got == events
+    assert streaming.stream(path, got.extend, tail=Failing, executor=ex)[1] is None and got == events
 
 
 def _batches_of_the_sample(path, batches: int, monkeypatch) -> None:
@@ -350,20 +357,20 @@ def _batches_of_the_sample(path, batches: int, monkeypatch) -> None:
     path.write_bytes(out.getvalue())
 
 
-def test_profile_read_in_halves_is_the_whole_load(tmp_path, halves, monkeypatch):
+def test_profile_read_in_halves_is_the_whole_load(tmp_path, halves, monkeypatch, ex):
     """A profile whose batches share only texts made in the first: read in halves, the records and trace bytes of
     the whole-file load (Keys of the same content are one Key, graph entries and batches renumbered)."""
     path = tmp_path / "p.pkl"
     _batches_of_the_sample(path, 40, monkeypatch)
-    _same(path)
+    _same(path, ex)
     assert 10000 < halves[0] < 20000 and halves[0] % 1000 == 0  # the front has the first LEAF_EVENTS
 
 
 @pytest.mark.parametrize("path", fixture_params("tinygrad/0.14.0/profile.pkl"))
-def test_a_profile_that_shares_objects_across_the_cut_is_read_by_the_front(path, halves):
+def test_a_profile_that_shares_objects_across_the_cut_is_read_by_the_front(path, halves, ex):
     """tinygrad shares objects between nearby events: those made just before the cut and fetched after it are the
     front's, so the front reads on; the records and trace bytes are the whole-file load's."""
     if path is None:
         pytest.skip("fixture not present")
-    _same(path)
+    _same(path, ex)
     assert halves == []

@@ -6,12 +6,14 @@ import io
 import json
 import random
 from collections import Counter
+from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from vizexport import load_profile
+from vizexport.forks import SERIAL, ForkExecutor
 from vizexport.perfetto import proto, wire, write_trace
 from vizexport.records import GraphBatch, Key, Profile, Release, Span
 from vizexport.timeline import Role, Timeline
@@ -237,9 +239,11 @@ def test_parallel_encoding_gives_the_same_bytes(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(proto, "PARALLEL_MIN", 0)
     monkeypatch.setattr(proto, "SEGMENT", 50)  # several segments per big track
     outs, calls = [], []
-    for jobs in (1, 2):
+    for forked in (False, True):
         b = io.BytesIO()
-        assert proto.write(tl, b, jobs=jobs, progress=lambda d, t: calls.append((d, t))) == len(b.getvalue())
+        with ForkExecutor() if forked else nullcontext(SERIAL) as ex:
+            written = proto.write(tl, b, progress=lambda d, t: calls.append((d, t)), executor=ex)
+        assert written == len(b.getvalue())
         outs.append(b.getvalue())
     assert outs[0] == outs[1] and calls[-1] == (tl.n_events(), tl.n_events())
     pkts = trace_rules.packets(outs[0])[0]
@@ -256,7 +260,8 @@ def test_host_spans_prepared_in_a_forked_process_give_the_same_timeline(monkeypa
     prof = load_profile(SAMPLE / "profile.pkl")
     here = build_timeline(prof)
     monkeypatch.setattr(builder, "FORK_SPANS", 0)
-    forked = build_timeline(prof)
+    with ForkExecutor() as ex:
+        forked = build_timeline(prof, executor=ex)
 
     def content(tl: Timeline) -> list:
         return [tl.strings, tl.stacks, [(t.uuid, t.name, t.parent, t.ts, t.dur, t.names, t.args, t.stacks, t.flows_out,

@@ -115,7 +115,7 @@ def _files(folder: Path) -> dict[str, bytes]:
     return {str(f.relative_to(folder)): f.read_bytes() for f in sorted(folder.rglob("*")) if f.is_file()}
 
 
-@pytest.mark.skipif(not forks._can_fork(), reason="no fork on this platform")
+@pytest.mark.skipif(not forks.can_fork(), reason="no fork on this platform")
 def test_forked_window_writers_write_the_same_bytes_and_all_or_nothing(train_profile: Path, tmp_path: Path,
                                                                        monkeypatch: pytest.MonkeyPatch):
     """Whole windows (and the overview) written by forked workers are the bytes written here, one by one; a window

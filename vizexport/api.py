@@ -14,7 +14,9 @@
 Each function makes a Run of the records it is given and asks it for one thing; to derive several from one
 profile (decoded and laid out once), make the Run yourself: `Run.of(prof, log).report`, `.kernel_table`, ….
 Keyword options are the fields of the Run's option dataclasses (run.LoadOptions, TraceOptions, AnswerOptions,
-graphs.StepOptions).
+graphs.StepOptions). Each function spreads its work over forked processes as the command does (a ForkExecutor of
+its own, whose workers end with it); a Run made by hand works in this process unless given one
+(`Run.of(prof, executor=ex)` inside `with ForkExecutor() as ex:`).
 """
 from __future__ import annotations
 
@@ -27,19 +29,22 @@ from .analysis.diff import Diff
 from .analysis.report import Report
 from .analysis.stats import ALPHA, MIN_EFFECT
 from .errors import InputError
+from .forks import ForkExecutor
 from .graphs import StepOptions
 from .graphs import render_rewrites as render_steps
 from .graphs.manifest import Manifest
 from .graphs.show import context_view, rewrite_view
 from .output import Progress
-from .perfetto import write_trace
-from .perfetto.split import Split, write_split
+from .perfetto import write_trace as write_any_trace
+from .perfetto.split import Split, SplitOptions, write_split
 from .records import Profile, RewriteLog, StepGraphs
 from .run import AnswerOptions, LoadOptions, Run, TraceOptions, ViewOptions
 from .sqtt import Launch
 from .summary import Summary
 from .timeline import Timeline
-from .tinygrad import load_any, load_profile, load_rewrites
+from .tinygrad import load_any as read_any
+from .tinygrad import load_profile as read_profile
+from .tinygrad import load_rewrites
 from .tinygrad.replay import step_graphs
 from .windows import OVERVIEW_SLICES, WINDOW_EVENTS
 from .writers import FOLDER, Target, writer_for
@@ -80,20 +85,41 @@ def summarize(x: Profile | RewriteLog, launches: list[Launch] | None = None) -> 
     return run.summary_of(x)
 
 
+def load_any(path: Path | str, tinygrad_version: str | None = None) -> Profile | RewriteLog:
+    """A profile or a rewrites trace, whichever the file holds (decided by content, not by name)."""
+    with ForkExecutor() as ex:
+        return read_any(path, tinygrad_version, ex)
+
+
+def load_profile(path: Path | str, tinygrad_version: str | None = None) -> Profile:
+    """Read a tinygrad profile.pkl safely (nothing in it is executed) into version-neutral records."""
+    with ForkExecutor() as ex:
+        return read_profile(path, tinygrad_version, ex)
+
+
 def build_timeline(prof: Profile, rewrites: RewriteLog | None = None, launches: list[Launch] | None = None
                    ) -> Timeline:
     """The profile's tracks; with its rewrites trace, kernels also get compile-time estimates and codegen names."""
-    run = Run.of(prof, rewrites)
-    if launches is not None:
-        run.launches = launches
-    return run.timeline
+    with ForkExecutor() as ex:
+        run = Run.of(prof, rewrites, executor=ex)
+        if launches is not None:
+            run.launches = launches
+        return run.timeline
+
+
+def write_trace(tl: Timeline, path: Path | str, compress: bool = True, progress: Progress | None = None,
+                flavor: str | None = None) -> int:
+    """Write `tl` to `path` in the format its name asks for (perfetto.write_trace); returns the file size."""
+    with ForkExecutor() as ex:
+        return write_any_trace(tl, path, compress, progress, flavor, ex)
 
 
 def write_windows(tl: Timeline, path: Path | str, window_events: int = WINDOW_EVENTS, compress: bool = True,
                   overview_slices: int = OVERVIEW_SLICES, progress: Progress | None = None) -> Split:
     """`tl` as an overview (keeping about `overview_slices` slices whole) at `path` and windows of about
     `window_events` events beside it (perfetto.split)."""
-    return write_split(tl, Path(path), window_events, compress, overview_slices, progress)
+    with ForkExecutor() as ex:
+        return write_split(tl, Path(path), SplitOptions(window_events, compress, overview_slices), progress, ex)
 
 
 def kernel_table(prof: Profile, rewrites: RewriteLog | None = None, between: tuple[str, str] | None = None,
@@ -116,10 +142,11 @@ def report(prof: Profile, rewrites: RewriteLog | None = None, timeline: Timeline
            peak_gflops: float | None = None, peak_gbs: float | None = None) -> Report:
     """Where the time went (analysis.report): busy and idle devices, categories, distributions, launch latency, JIT
     batches, call sites, achieved against the peaks given. `timeline` reuses one built from `prof`."""
-    run = Run.of(prof, rewrites, answers=AnswerOptions(peak_gflops, peak_gbs))
-    if timeline is not None:
-        run.timeline = timeline
-    return run.report
+    with ForkExecutor() as ex:
+        run = Run.of(prof, rewrites, answers=AnswerOptions(peak_gflops, peak_gbs), executor=ex)
+        if timeline is not None:
+            run.timeline = timeline
+        return run.report
 
 
 def diff(base: Profile, pr: Profile, base_rewrites: RewriteLog | None = None, pr_rewrites: RewriteLog | None = None,
@@ -127,17 +154,19 @@ def diff(base: Profile, pr: Profile, base_rewrites: RewriteLog | None = None, pr
     """What changed from the `base` run to the `pr` run (any releases each): kernels matched by program key, else by
     name and device, each with a noise-aware verdict (analysis.stats); the rewrites traces add estimates and
     categories."""
-    run = Run.of(pr, pr_rewrites, answers=AnswerOptions(alpha=alpha, min_effect=min_effect),
-                 baseline=Run.of(base, base_rewrites))
-    assert run.diff is not None
-    return run.diff
+    with ForkExecutor() as ex:
+        run = Run.of(pr, pr_rewrites, answers=AnswerOptions(alpha=alpha, min_effect=min_effect),
+                     baseline=Run.of(base, base_rewrites, executor=ex), executor=ex)
+        assert run.diff is not None
+        return run.diff
 
 
 def render_rewrites(rewrites: RewriteLog | StepGraphs, outdir: Path | str, progress: Progress | None = None,
                     **steps: Any) -> Manifest:
     """Every rewrite's steps as Graphviz SVGs under `outdir`, with manifest.json; `steps`: StepOptions' fields (ctx,
     rewrite, steps, max_nodes, jobs, timeout; all_steps=True for steps="all")."""
-    return render_steps(_graphs(rewrites), outdir, options(**steps).get("steps", StepOptions()), progress)
+    with ForkExecutor() as ex:
+        return render_steps(_graphs(rewrites), outdir, options(**steps).get("steps", StepOptions()), progress, ex)
 
 
 def _graphs(rewrites: Any) -> StepGraphs:
@@ -162,10 +191,12 @@ def build_site(outdir: Path | str, profile: Profile | Run | None = None, rewrite
     peak_gbs for the run report's achieved vs peak); `baseline` (a Profile) and `baseline_rewrites` add the diff from
     that run to this one (diff.html)."""
     base, base_log = opts.pop("baseline", None), opts.pop("baseline_rewrites", None)
-    run = profile if isinstance(profile, Run) else Run.of(profile, rewrites, **options(**opts),
-                                                          baseline=Run.of(base, base_log) if base else None)
-    target = Target(FOLDER, Path(outdir), name=str(outdir))
-    writer = writer_for("convert", target, run)  # the site, or for rewrites alone the SVG export
-    run.derive(writer.reads)
-    writer.write(run, target, progress)
+    with ForkExecutor() as ex:
+        run = profile if isinstance(profile, Run) else Run.of(
+            profile, rewrites, **options(**opts), baseline=Run.of(base, base_log, executor=ex) if base else None,
+            executor=ex)
+        target = Target(FOLDER, Path(outdir), name=str(outdir))
+        writer = writer_for("convert", target, run)  # the site, or for rewrites alone the SVG export
+        run.derive(writer.reads)
+        writer.write(run, target, progress)
     return target.path / "index.html"

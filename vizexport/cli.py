@@ -19,7 +19,7 @@ from ._version import __version__
 from .analysis import tables
 from .analysis.top import BY_PROGRAM, GROUPINGS
 from .errors import InputError
-from .forks import discard_prepared, prepare, stop_all
+from .forks import Executor, ForkExecutor
 from .gcpause import gc_paused
 from .graphs import DotMissing, StepOptions
 from .graphs.export import POLICIES
@@ -101,6 +101,24 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"vizexport {__version__}")
     sub = p.add_subparsers(dest="command", required=True, prog="vizexport", parser_class=Parser)
     p.commands = sub.choices  # each command's parser: its own usage errors
+    _convert_parser(sub)
+    info = sub.add_parser("info", help="what a profile.pkl / rewrites.pkl holds: release, events, span, memory peaks, "
+                          "markers")
+    info.add_argument("files", nargs="*", type=Path, metavar="FILE", help=f"profile or rewrites pickles; {LATEST}")
+    info.add_argument("--json", action="store_true", help="print a JSON list instead of text")
+    _common(info)
+    _top_parser(sub)
+    _show_parser(sub)
+    _open_parser(sub)
+    _answers(sub)
+    history.add_parser(sub, _common)
+    demo = sub.add_parser("demo", help="run vizexport on its bundled sample (a tinygrad 0.14.0 NULL-device run)")
+    demo.add_argument("-o", "--output", type=Path, required=True, metavar="OUTDIR")
+    _common(demo)
+    return p
+
+
+def _convert_parser(sub: argparse._SubParsersAction) -> None:
     conv = sub.add_parser("convert", help="profile (+ rewrites) → Perfetto trace or Chrome JSON (the default)")
     conv.add_argument("inputs", nargs="*", type=Path, metavar="PICKLE", help="a profile.pkl, optionally with its "
                       f"rewrites.pkl (kind detected from content); {LATEST}")
@@ -133,20 +151,6 @@ def parser() -> argparse.ArgumentParser:
     site.add_argument("--baseline-rewrites", type=Path, metavar="REWRITES.pkl", help="the base run's rewrites trace")
     _peaks(site)
     _common(conv)
-    info = sub.add_parser("info", help="what a profile.pkl / rewrites.pkl holds: release, events, span, memory peaks, "
-                          "markers")
-    info.add_argument("files", nargs="*", type=Path, metavar="FILE", help=f"profile or rewrites pickles; {LATEST}")
-    info.add_argument("--json", action="store_true", help="print a JSON list instead of text")
-    _common(info)
-    _top_parser(sub)
-    _show_parser(sub)
-    _open_parser(sub)
-    _answers(sub)
-    history.add_parser(sub, _common)
-    demo = sub.add_parser("demo", help="run vizexport on its bundled sample (a tinygrad 0.14.0 NULL-device run)")
-    demo.add_argument("-o", "--output", type=Path, required=True, metavar="OUTDIR")
-    _common(demo)
-    return p
 
 
 def _open_parser(sub: argparse._SubParsersAction) -> None:
@@ -283,7 +287,8 @@ def emit(command: str, target: Target, run: Run, quiet: bool = False,
     elif target.kind == FILE:
         clean_stale(target.path)  # a killed run's temporary
     if any(w.warm for w in found):
-        prepare(warm_plots)  # the report's plots need matplotlib: its helper imports it while the inputs load
+        # the report's plots need matplotlib: its helper imports it while the inputs load
+        run.executor.prepare(warm_plots)
     try:
         with status(reading(run)) as line:
             with gc_paused():  # millions of acyclic objects: see gcpause
@@ -299,7 +304,7 @@ def emit(command: str, target: Target, run: Run, quiet: bool = False,
             with progress_bars(writer.progress) as progress:
                 text = writer.write(run, target, progress)
     finally:
-        discard_prepared()  # a rewrites trace alone has no report
+        run.executor.discard_prepared()  # a rewrites trace alone has no report
     if not quiet:  # line by line: a reader that left (`… | head`) then ends in BrokenPipeError, never in a short write
         sys.stdout.writelines(text.splitlines(keepends=True))
     return writer
@@ -313,8 +318,10 @@ def convert(inputs: Sequence[Path], output: Path, version: str | None = None, qu
     target = classify("convert", str(output))
     if target.kind == FOLDER:
         raise InputError(f"{output}: names a folder, not a trace file ({', '.join('*' + f for f in FORMATS)})")
-    run = Run(tuple(inputs), load=LoadOptions(version), trace=TraceOptions(**{"window_events": None, **trace}))
-    emit("convert", target, run, quiet)
+    with ForkExecutor() as ex:
+        run = Run(tuple(inputs), load=LoadOptions(version), trace=TraceOptions(**{"window_events": None, **trace}),
+                  executor=ex)
+        emit("convert", target, run, quiet)
     return 0
 
 
@@ -339,7 +346,7 @@ def refuse_inapplicable(args: argparse.Namespace, writer: Writer) -> None:
         parser().commands["convert"].error(f"{option} shapes {applies}, not {what}")
 
 
-def cmd_convert(args: argparse.Namespace) -> int:
+def cmd_convert(args: argparse.Namespace, ex: Executor) -> int:
     if args.window_events < 1:
         raise InputError(f"--window-events must be positive, not {args.window_events}")
     target = classify("convert", args.output)
@@ -348,16 +355,17 @@ def cmd_convert(args: argparse.Namespace) -> int:
     base = (args.baseline, args.baseline_rewrites)
     steps = {k: v for k, v in (("steps", "all" if args.all_steps else args.steps), ("max_nodes", args.max_nodes))
              if v is not None}
-    run = Run(tuple(args.inputs), load=LoadOptions(args.tinygrad_version),
+    load = LoadOptions(args.tinygrad_version)
+    run = Run(tuple(args.inputs), load=load,
               trace=TraceOptions(not args.no_compress, None if args.no_split else args.window_events, args.flavor),
               steps=StepOptions(args.ctx, args.rewrite, jobs=args.jobs, **steps),
               answers=AnswerOptions(args.peak_gflops, args.peak_gbs),
-              baseline=Run(base, named=True, load=LoadOptions(args.tinygrad_version)) if any(base) else None)
+              baseline=Run(base, named=True, load=load, executor=ex) if any(base) else None, executor=ex)
     emit("convert", target, run, check=lambda w: refuse_inapplicable(args, w))
     return 0
 
 
-def cmd_open(args: argparse.Namespace) -> int:
+def cmd_open(args: argparse.Namespace, ex: Executor) -> int:
     if not args.trace.is_file():
         raise InputError(f"{args.trace}: no such trace file")
     if not is_pickle(args.trace):
@@ -423,8 +431,8 @@ def pick_window(trace: Path, at: str | None, window: int | None) -> Path:
     return windows_folder(trace) / wins[window]["file"]
 
 
-def cmd_info(args: argparse.Namespace) -> int:
-    run = Run(tuple(args.files), load=LoadOptions(args.tinygrad_version))
+def cmd_info(args: argparse.Namespace, ex: Executor) -> int:
+    run = Run(tuple(args.files), load=LoadOptions(args.tinygrad_version), executor=ex)
     emit("info", classify("info", None, "json" if args.json else TEXT), run)
     return 0
 
@@ -434,38 +442,38 @@ def use_color() -> bool:
     return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
 
 
-def cmd_top(args: argparse.Namespace) -> int:
+def cmd_top(args: argparse.Namespace, ex: Executor) -> int:
     run = Run(tuple(args.inputs), load=LoadOptions(args.tinygrad_version),
               answers=AnswerOptions(between=tuple(args.between) if args.between else None, device=args.device,
                                     by=args.by, host=args.host),
-              view=ViewOptions(args.n, use_color(), args.wide))
+              view=ViewOptions(args.n, use_color(), args.wide), executor=ex)
     emit("top", classify("top", None, "json" if args.json else "csv" if args.csv else TEXT), run)
     return 0
 
 
-def cmd_show(args: argparse.Namespace) -> int:
+def cmd_show(args: argparse.Namespace, ex: Executor) -> int:
     if args.rewrite is not None and args.ctx is None:
         parser().commands["show"].error("-i/--rewrite needs -s/--ctx (the context it is in)")
     run = Run((args.rewrites,), load=LoadOptions(args.tinygrad_version),
-              steps=StepOptions(ctx=args.ctx, rewrite=args.rewrite), view=ViewOptions(color=use_color()))
+              steps=StepOptions(ctx=args.ctx, rewrite=args.rewrite), view=ViewOptions(color=use_color()), executor=ex)
     emit("show", classify("show", None, "json" if args.json else TEXT), run)
     return 0
 
 
-def cmd_report(args: argparse.Namespace) -> int:
+def cmd_report(args: argparse.Namespace, ex: Executor) -> int:
     target = classify("report", args.output)
     run = Run(tuple(args.inputs), load=LoadOptions(args.tinygrad_version),
-              answers=AnswerOptions(args.peak_gflops, args.peak_gbs))
+              answers=AnswerOptions(args.peak_gflops, args.peak_gbs), executor=ex)
     emit("report", target, run)
     return 0
 
 
-def cmd_diff(args: argparse.Namespace) -> int:
+def cmd_diff(args: argparse.Namespace, ex: Executor) -> int:
     target = classify("diff", args.output)
     load = LoadOptions(args.tinygrad_version)
     run = Run((args.pr, args.pr_rewrites), named=True, load=load,
               answers=AnswerOptions(alpha=args.alpha, min_effect=args.min_effect / 100),
-              baseline=Run((args.base, args.base_rewrites), named=True, load=load))
+              baseline=Run((args.base, args.base_rewrites), named=True, load=load, executor=ex), executor=ex)
     emit("diff", target, run)
     if args.fail_if_slower is not None:
         slow = run.diff.slowdowns(args.fail_if_slower) if run.diff is not None else []
@@ -482,10 +490,11 @@ def sample_files() -> list[Path]:
     return [Path(str(root.joinpath("profile.pkl"))), Path(str(root.joinpath("rewrites.pkl")))]
 
 
-def cmd_demo(args: argparse.Namespace) -> int:
+def cmd_demo(args: argparse.Namespace, ex: Executor) -> int:
     """Everything on the bundled sample, each input read and decoded once (one Run: the site, the trace and
     info.json read it)."""
-    emit("demo", classify("demo", args.output), Run(tuple(sample_files()), load=LoadOptions(args.tinygrad_version)))
+    run = Run(tuple(sample_files()), load=LoadOptions(args.tinygrad_version), executor=ex)
+    emit("demo", classify("demo", args.output), run)
     return 0
 
 
@@ -617,27 +626,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv.insert(0, "convert")
     args = parser().parse_args(argv)
     handlers = _on_stop(None)
+    ex = ForkExecutor()  # the command's one executor: every part of it that forks, forks through this
     try:
         with warnings.catch_warnings():  # a stop signal silences them (_stop)
-            return _command(args)
+            return _command(args, ex)
     finally:
-        stop_all()
+        ex.stop_all()
         if handlers is not None:
             _on_stop(handlers)
         limit_output(None)
 
 
-def _command(args: argparse.Namespace) -> int:
+def _command(args: argparse.Namespace, ex: Executor) -> int:
     """Run the command within its budget; every failure as one line and an exit code."""
     limit = None
     try:
         fill_latest(args)
         limit = set_limits(args)
-        return COMMAND[args.command](args)
+        return COMMAND[args.command](args, ex)
     except KeyboardInterrupt as e:
         if hasattr(signal, "setitimer"):
             signal.setitimer(signal.ITIMER_REAL, 0)  # it has arrived: no more retries (_stop)
-        stop_all()  # before the line: nothing comes after it
+        ex.stop_all()  # before the line: nothing comes after it
         end = "terminated" if isinstance(e, Terminated) else "interrupted"
         print(f"vizexport: {end} (no output written)", file=sys.stderr)
         return EXIT_TERMINATED if isinstance(e, Terminated) else EXIT_INTERRUPTED
@@ -647,7 +657,7 @@ def _command(args: argparse.Namespace) -> int:
     except Exception as e:
         if args.debug:
             raise
-        stop_all()
+        ex.stop_all()
         say(f"vizexport: error: {shown(describe(e, args, limit), MESSAGE_CHARS)}", to_stderr=True)
         return 1
 

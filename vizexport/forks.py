@@ -1,9 +1,11 @@
-"""Work spread over forked processes: each inherits the parent's memory (a profile's timeline, a rewrites trace), so
-only the small results travel back. Used by the trace encoder, the windows writer, the SVG export, the site's step
-packs, the streaming reader's scan, the timeline builder's host spans (`forked`), and the report's plots (a helper
-forked ahead of its task: `prepare`).
+"""Where work runs: an Executor, made by the command (cli, api) and handed down to whatever has work to spread. The
+plain `Executor` (SERIAL) does everything in this process; a `ForkExecutor` spreads it over forked processes: each
+inherits the parent's memory (a profile's timeline, a rewrites trace, the function and its items), so only the small
+results travel back. Used by the trace encoder, the windows writer, the SVG export, the site's step packs, the
+streaming reader's scan and back half, the timeline builder's host spans (`forked`), and the report's plots (a helper
+forked ahead of its task: `prepare`). The executor holds its workers; there is no state in this module.
 
-The command's memory cap is for all of its processes: each pool's workers are lent a share of what is left of it
+The command's memory cap is for all of its processes: each group of workers is lent a share of what is left of it
 (limits.lend), and fewer are forked, or none (the work is done in this process), where a share would be too small.
 Workers die with the command, quietly: on its error or Ctrl-C it stops them (`stop_all` for any still running), and
 a worker whose parent is gone (killed, or ended without stopping it) is sent SIGTERM by the kernel (Linux)."""
@@ -14,22 +16,26 @@ import ctypes
 import gc
 import multiprocessing
 import os
+import pickle
+import queue
 import signal
 import sys
-import threading
+import time
+import traceback
 import warnings
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from multiprocessing.pool import MaybeEncodingError, RemoteTraceback
 from typing import Any
 
 from .limits import HELPER_MEMORY, cap_worker, forked_child, give_back, lend
 
-_work: Callable[[Any], Any] | None = None  # the function forked workers run (inherited, never pickled)
-_prepared: dict[Callable[[], Any], Any] = {}  # warm function → the helper `prepare` forked to run it
-_in_worker = False  # set in forked workers: their own maps run in them (a pool's workers may not fork a pool)
-_STARTED = object()  # what started_map's generator yields once its workers run
-_live: dict[int, tuple[Any, int]] = {}  # id(pool) → (pool, bytes of the memory cap lent to its workers)
 TERMINATE_GRACE = 2.0  # seconds a stopped worker has to exit before it is killed
 BACKGROUND_NICE = 10  # started_map's workers: CFS gives a nice-10 process about a tenth of a normal one's share
+POLL = 0.5  # seconds between looks at whether the workers a result is awaited from are still there
+PR_SET_PDEATHSIG = 1  # prctl(2): the signal this process gets when its parent ends
+
+Job = Callable[[], "tuple[int, Callable[[], Any]] | None"]  # a worker's next task (its key, the call), None: done
 
 
 def default_jobs() -> int:
@@ -38,222 +44,385 @@ def default_jobs() -> int:
     return len(affinity(0)) if affinity else (os.cpu_count() or 1)
 
 
-def forked_map(fn: Callable[[Any], Any], items: Iterable[Any], jobs: int | None = None, ordered: bool = False
-               ) -> Iterator[Any]:
-    """fn(item) for each item, in `jobs` forked workers (default: the CPUs), results in item order or, unordered,
-    as they finish. `fn` may be a closure. In this process when there is one job or one item, in a forked worker,
-    or no fork (not on Linux and macOS). Ctrl-C or an error stops the workers: they exit through SystemExit, so their
-    own child processes (Graphviz) and temporary files are cleaned up."""
-    return _map(fn, items, jobs, ordered, started=False)
-
-
-def started_map(fn: Callable[[Any], Any], items: Iterable[Any], jobs: int | None = None) -> Iterator[Any]:
-    """forked_map (unordered) whose workers are at work when it returns: the caller does something else, then takes
-    the results. Work done in this process (one job, no fork) waits until then. The workers run at a lower priority
-    (BACKGROUND_NICE): what the caller and its other helpers do meanwhile is done first, and the workers, whose many
-    items share out evenly, take up the cores to the end, rather than one late helper alone on one core."""
-    it = _map(fn, items, jobs, False, started=True, nice=BACKGROUND_NICE)
-    next(it)  # up to the pool's start
-    return it
-
-
-def _map(fn: Callable[[Any], Any], items: Iterable[Any], jobs: int | None, ordered: bool, started: bool,
-         nice: int = 0) -> Iterator[Any]:
-    global _work
-    items = list(items)
-    jobs = max(1, default_jobs() if jobs is None else jobs)
-    pool = None
-    if jobs > 1 and len(items) > 1 and not _in_worker and _can_fork():
-        _work = fn  # set before the fork: the workers inherit it
-        pool = _pool(min(jobs, len(items)), nice)
-        if pool is None:  # no worker fits in the memory cap
-            _work = None
-    if pool is None:
-        if started:
-            yield _STARTED
-        yield from map(fn, items)
-        return
-    try:
-        results = (pool.imap if ordered else pool.imap_unordered)(_call, items)  # the tasks go out now
-        if started:
-            yield _STARTED
-        yield from results
-        pool.close()
-    except BaseException:
-        _terminate(pool)
-        raise
-    finally:
-        _work = None
-        _join(pool)
-
-
-def prepare(warm: Callable[[], Any]) -> None:
-    """Fork now the helper process that a later in_background(…, warm=warm) will use, and have it run warm() (a slow
-    import) while this process is still busy with other things: the task then starts in a ready process."""
-    if warm not in _prepared and _can_fork() and (pool := _pool(1, warm=warm)) is not None:
-        _prepared[warm] = pool
-
-
-def discard_prepared() -> None:
-    """Stop the helpers `prepare` forked that no task used."""
-    while _prepared:
-        _terminate(_prepared.popitem()[1])
-
-
-def in_background(fn: Callable[..., Any], *args: Any, warm: Callable[[], Any] | None = None) -> Callable[[], Any]:
-    """Start fn(*args) in a forked process (fn a module-level function, args and result picklable) that has run
-    `warm()` first (the one `prepare(warm)` forked, if any); returns the function that waits for its result. In this
-    process, at once, where there is no fork."""
-    pool = _prepared.pop(warm, None) if warm is not None else None
-    pool = pool or (_pool(1, warm=warm) if _can_fork() else None)
-    if pool is None:  # no fork, or no room for a worker in the memory cap
-        result = fn(*args)
-        return lambda: result
-    return Pending(pool, pool.apply_async(fn, args))
-
-
-def forked(fn: Callable[[], Any]) -> Callable[[], Any]:
-    """Start fn() in a forked process, which inherits what fn needs (a closure: only its result is pickled); returns
-    the function that waits for the result. Where there is no fork, or in a forked worker, fn runs when waited for."""
-    global _work
-    if _in_worker or not _can_fork():
-        return fn
-    _work = lambda _: fn()  # noqa: E731 (inherited by the worker forked next)
-    try:
-        pool = _pool(1)
-    finally:
-        _work = None
-    if pool is None:  # no room for a worker in the memory cap
-        return fn
-    return Pending(pool, pool.apply_async(_call, (None,)))
-
-
-class Pending:
-    """A one-task pool's result to come: call it to wait for the result (the pool is closed: its worker exits once
-    done), or `stop` the task."""
-
-    def __init__(self, pool: Any, pending: Any) -> None:
-        pool.close()
-        self.pool, self.pending = pool, pending
-
-    def __call__(self) -> Any:
-        try:
-            return self.pending.get()
-        except BaseException:
-            _terminate(self.pool)
-            raise
-        finally:
-            _join(self.pool)
-
-    def stop(self) -> None:
-        _terminate(self.pool)
-        _join(self.pool)
-
-
-def _terminate(pool: Any) -> None:
-    """pool.terminate(), and SIGKILL for a worker still there TERMINATE_GRACE seconds later. terminate() sends SIGTERM
-    (the worker exits through SystemExit, cleaning up), then holds the task queue's lock and waits for every worker:
-    one whose SIGTERM came just as it began to wait for that lock never runs its handler, and would be waited for
-    forever."""
-    workers = list(pool._pool)
-    timer = threading.Timer(TERMINATE_GRACE, lambda: [p.kill() for p in workers])  # kill() skips reaped ones
-    timer.start()
-    try:
-        pool.terminate()
-    finally:
-        timer.cancel()
-        _release(pool)
-
-
-def _join(pool: Any) -> None:
-    pool.join()
-    _release(pool)
-
-
-def _release(pool: Any) -> None:
-    """The pool's workers have ended: what they were lent of the memory cap is this process's again."""
-    lent = _live.pop(id(pool), None)
-    if lent is not None:
-        give_back(lent[1])
-
-
-def stop_all() -> None:
-    """Stop every worker this process still has (the command ends: nothing may outlive it)."""
-    _prepared.clear()
-    for pool, _ in list(_live.values()):
-        _terminate(pool)
-
-
-@contextlib.contextmanager
-def stopping_on_error() -> Iterator[None]:
-    """Every worker stops at once when the block fails (an error, Ctrl-C), before what encloses it cleans up: none
-    may go on writing into a folder that is being removed (a site's step packs are written meanwhile)."""
-    try:
-        yield
-    except BaseException:
-        stop_all()
-        raise
-
-
-def parallel() -> bool:
-    """Whether `forked` work runs beside this process (forking works, this is no worker, there is a second CPU)."""
-    return _can_fork() and not _in_worker and default_jobs() > 1
-
-
-def _can_fork() -> bool:
+def can_fork() -> bool:
     return "fork" in multiprocessing.get_all_start_methods()
 
 
-def _pool(n: int, nice: int = 0, warm: Callable[[], Any] | None = None) -> Any | None:
-    """Up to n forked workers at `nice`, each running warm() first; as many as the memory cap has room for (None:
-    none). The parent's objects are frozen for the fork: a collection in a worker then never walks them, which would
-    copy every page they are on (2-3 % of a site's pack time)."""
-    n, each = lend(n, HELPER_MEMORY if warm is not None else None)  # a helper's task is small: the plots
-    if not n:
-        return None
-    gc.freeze()
+def in_worker() -> bool:
+    """Whether this process is a forked worker (a daemon: it may not fork workers of its own; its maps run in it)."""
+    return multiprocessing.current_process().daemon
+
+
+class Executor:
+    """Runs work in this process: the interface every executor has, and what a caller is given that wants no
+    processes (SERIAL; a library function called without one). It holds no state."""
+
+    def map(self, fn: Callable[[Any], Any], items: Iterable[Any], jobs: int | None = None, ordered: bool = False
+            ) -> Iterator[Any]:
+        """fn(item) for each item, in `jobs` workers (None: the CPUs), results in item order or, unordered, as
+        they finish. `fn` may be a closure. An error or Ctrl-C stops the workers."""
+        return _here(fn, items)
+
+    def started_map(self, fn: Callable[[Any], Any], items: Iterable[Any], jobs: int | None = None
+                    ) -> Iterator[Any]:
+        """`map` (unordered) whose workers are at work when it returns: the caller does something else, then takes
+        the results. Work done in this process waits until then."""
+        return _here(fn, list(items))
+
+    def forked(self, fn: Callable[[], Any]) -> Later:
+        """Start fn() beside this process (a closure: only its result travels); returns what waits for the result
+        when called (or stops the task). Here: fn runs when waited for."""
+        return Later(fn)
+
+    def prepare(self, warm: Callable[[], Any]) -> None:
+        """Fork now the helper a later in_background(…, warm=warm) will use, running warm() (a slow import)."""
+
+    def discard_prepared(self) -> None:
+        """Stop the helpers `prepare` forked that no task used."""
+
+    def in_background(self, fn: Callable[..., Any], *args: Any, warm: Callable[[], Any] | None = None
+                      ) -> Callable[[], Any]:
+        """Start fn(*args) in a helper process (fn module-level, args and result picklable) that has run warm()
+        first; returns the function that waits for its result. Here: at once."""
+        result = fn(*args)
+        return lambda: result
+
+    @property
+    def parallel(self) -> bool:
+        """Whether `forked` work runs beside this process."""
+        return False
+
+    def pids(self) -> list[int]:
+        """The worker processes still running."""
+        return []
+
+    def stop_all(self) -> None:
+        """Stop every worker still running (the command ends: nothing may outlive it)."""
+
+    @contextlib.contextmanager
+    def stopping_on_error(self) -> Iterator[None]:
+        """Every worker stops at once when the block fails (an error, Ctrl-C), before what encloses it cleans up:
+        none may go on writing into a folder that is being removed (a site's step packs are written meanwhile)."""
+        try:
+            yield
+        except BaseException:
+            self.stop_all()
+            raise
+
+    def __enter__(self) -> Executor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop_all()
+
+
+SERIAL = Executor()
+
+
+@dataclass(frozen=True)
+class _Setup:
+    """What a worker does first: its priority, its warm-up, its share of the memory cap, its parent's pid."""
+
+    nice: int = 0
+    warm: Callable[[], Any] | None = None
+    allowance: int | None = None
+    parent: int | None = None
+
+
+class Workers:
+    """A group of forked workers and the queue their results come back on (each result as pickled bytes, with the
+    key of its task); `tasks` takes the one task of a helper forked before it was known."""
+
+    def __init__(self, processes: list[Any], results: Any, lent: int, tasks: Any = None) -> None:
+        self.processes, self.results, self.lent, self.tasks = processes, results, lent, tasks
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.processes]
+
+    def get(self) -> tuple[int, Any]:
+        """The next result (key, value) as it comes; a task's error is raised here."""
+        while True:
+            try:
+                data = self.results.get(timeout=POLL)
+                break
+            except queue.Empty:
+                if all(p.exitcode is not None for p in self.processes) and self.results.empty():
+                    code = next((p.exitcode for p in self.processes if p.exitcode), 0)  # (a pool would wait forever)
+                    raise RuntimeError(f"a worker process ended without its result (exit code {code})") from None
+        key, ok, value = pickle.loads(data)
+        if ok:
+            return key, value
+        error, remote = value
+        error.__cause__ = RemoteTraceback(remote)
+        raise error
+
+    def terminate(self) -> None:
+        """SIGTERM to each worker (it exits through SystemExit, cleaning up: Graphviz and temporary files go), and
+        SIGKILL for one still there TERMINATE_GRACE seconds later."""
+        for p in self.processes:
+            with contextlib.suppress(OSError):
+                p.terminate()
+        end = time.monotonic() + TERMINATE_GRACE
+        for p in self.processes:
+            p.join(max(0.0, end - time.monotonic()))
+            if p.exitcode is None:
+                with contextlib.suppress(OSError):
+                    p.kill()
+                p.join()
+
+    def join(self) -> None:
+        for p in self.processes:
+            p.join()
+
+
+class Later:
+    """fn() to be run when waited for (called), in this process; `stop` drops it."""
+
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        self.fn = fn
+
+    def __call__(self) -> Any:
+        return self.fn()
+
+    def stop(self) -> None:
+        pass
+
+
+class Pending(Later):
+    """A one-task group's result to come: call it to wait for the result (its worker exits once done), or `stop`
+    the task."""
+
+    def __init__(self, executor: ForkExecutor, workers: Workers) -> None:
+        self.executor, self.workers = executor, workers
+
+    def __call__(self) -> Any:
+        try:
+            return self.workers.get()[1]
+        except BaseException:
+            self.stop()
+            raise
+        finally:
+            self.executor._end(self.workers, stop=False)
+
+    def stop(self) -> None:
+        self.executor._end(self.workers, stop=True)
+
+
+class ForkExecutor(Executor):
+    """Runs work in forked workers where it can (fork exists, this is no worker, the memory cap has room, more than
+    one job and item), else in this process. Holds the groups of workers it forked until they end."""
+
+    def __init__(self) -> None:
+        self._live: dict[int, Workers] = {}  # id(group) → the group, until its workers have ended
+        self._prepared: dict[Callable[[], Any], Workers] = {}  # warm function → the helper `prepare` forked for it
+
+    # --- maps -------------------------------------------------------------------------------------------------------
+    def map(self, fn: Callable[[Any], Any], items: Iterable[Any], jobs: int | None = None, ordered: bool = False
+            ) -> Iterator[Any]:
+        """Ctrl-C or an error stops the workers: they exit through SystemExit, so their own child processes
+        (Graphviz) and temporary files are cleaned up."""
+        return self._map(fn, list(items), jobs, ordered, nice=0, started=False)
+
+    def started_map(self, fn: Callable[[Any], Any], items: Iterable[Any], jobs: int | None = None
+                    ) -> Iterator[Any]:
+        """The workers run at a lower priority (BACKGROUND_NICE): what the caller and its other helpers do meanwhile
+        is done first, and the workers, whose many items share out evenly, take up the cores to the end, rather than
+        one late helper alone on one core."""
+        it = self._map(fn, list(items), jobs, False, nice=BACKGROUND_NICE, started=True)
+        next(it)  # up to the workers' start
+        return it
+
+    def _map(self, fn: Callable[[Any], Any], items: list, jobs: int | None, ordered: bool, nice: int,
+             started: bool) -> Iterator[Any]:
+        jobs = max(1, default_jobs() if jobs is None else jobs)
+        group = None
+        if jobs > 1 and len(items) > 1 and self._may_fork():
+            counter = multiprocessing.get_context("fork").Value("q", 0)  # the next item to take, shared
+
+            def next_item() -> tuple[int, Callable[[], Any]] | None:
+                with counter.get_lock():
+                    i = counter.value
+                    counter.value = i + 1
+                return (i, lambda: fn(items[i])) if i < len(items) else None
+            group = self._fork(min(jobs, len(items)), next_item, _Setup(nice))
+        if group is None:
+            if started:
+                yield None
+            yield from map(fn, items)
+            return
+        yield from self._results(group, len(items), ordered, started)
+
+    def _results(self, group: Workers, n: int, ordered: bool, started: bool) -> Iterator[Any]:
+        """The group's n results, in item order or as they come; the workers stop unless all came (an error,
+        Ctrl-C, the caller closing the iterator)."""
+        stop = True
+        try:
+            if started:
+                yield None
+            held, at = {}, 0  # results of later items that came first; the next item to yield
+            for _ in range(n):
+                key, value = group.get()
+                if not ordered:
+                    yield value
+                    continue
+                held[key] = value
+                while at in held:
+                    yield held.pop(at)
+                    at += 1
+            stop = False
+        finally:
+            self._end(group, stop)
+
+    # --- one task beside this process ----------------------------------------------------------------------------
+    def forked(self, fn: Callable[[], Any]) -> Later:
+        """Where there is no fork, or in a forked worker, or no room in the memory cap, fn runs when waited for."""
+        group = self._fork(1, _once(fn), _Setup()) if self._may_fork() else None
+        return Later(fn) if group is None else Pending(self, group)
+
+    def prepare(self, warm: Callable[[], Any]) -> None:
+        if warm not in self._prepared and self._may_fork():
+            group = self._fork(1, None, _Setup(warm=warm))
+            if group is not None:
+                self._prepared[warm] = group
+
+    def discard_prepared(self) -> None:
+        while self._prepared:
+            self._end(self._prepared.popitem()[1], stop=True)
+
+    def in_background(self, fn: Callable[..., Any], *args: Any, warm: Callable[[], Any] | None = None
+                      ) -> Callable[[], Any]:
+        """Uses the helper `prepare(warm)` forked, if any. In this process, at once, where there is no fork or no
+        room for a helper in the memory cap."""
+        group = self._prepared.pop(warm, None) if warm is not None else None
+        if group is None and self._may_fork():
+            group = self._fork(1, None, _Setup(warm=warm))
+        if group is None:
+            return super().in_background(fn, *args)
+        group.tasks.put(pickle.dumps((fn, args), pickle.HIGHEST_PROTOCOL))
+        return Pending(self, group)
+
+    # --- the workers ----------------------------------------------------------------------------------------------
+    @property
+    def parallel(self) -> bool:
+        return self._may_fork() and default_jobs() > 1
+
+    def pids(self) -> list[int]:
+        return [pid for g in self._live.values() for pid in g.pids]
+
+    def stop_all(self) -> None:
+        self._prepared.clear()
+        for group in list(self._live.values()):
+            self._end(group, stop=True)
+
+    def _may_fork(self) -> bool:
+        return can_fork() and not in_worker()
+
+    def _fork(self, n: int, jobs: Job | None, setup: _Setup) -> Workers | None:
+        """Up to n workers taking tasks from `jobs` (None: one task sent later, through the group's `tasks`); as
+        many as the memory cap has room for (None: none). The parent's objects are frozen for the fork: a collection
+        in a worker then never walks them, which would copy every page they are on (2-3 % of a site's pack time)."""
+        n, each = lend(n, HELPER_MEMORY if setup.warm is not None else None)  # a helper's task is small: the plots
+        if not n:
+            return None
+        ctx = multiprocessing.get_context("fork")
+        setup = _Setup(setup.nice, setup.warm, each, os.getpid())
+        results, tasks = ctx.Queue(), ctx.SimpleQueue() if jobs is None else None
+        take = jobs if jobs is not None else _received(tasks)
+        processes = [ctx.Process(target=self._serve, args=(take, results, setup), daemon=True) for _ in range(n)]
+        group = Workers(processes, results, n * (each or 0), tasks)
+        gc.freeze()
+        try:
+            self._live[id(group)] = group
+            for p in processes:
+                p.start()
+        except BaseException:
+            self._end(group, stop=True)
+            raise
+        finally:
+            gc.unfreeze()
+        return group
+
+    def _end(self, group: Workers, stop: bool) -> None:
+        """The group's workers end (stopped, or once done): what they were lent of the memory cap is this
+        process's again."""
+        if self._live.pop(id(group), None) is None:
+            return
+        try:
+            if stop:
+                group.terminate()
+            else:
+                group.join()
+        finally:
+            give_back(group.lent)
+            group.results.close()
+
+    # --- in a worker ----------------------------------------------------------------------------------------------
+    def _serve(self, jobs: Job, results: Any, setup: _Setup) -> None:
+        """A worker's life: set up, then each task's result (or error) back, until there are no more."""
+        self._become_worker(setup, results)
+        while (job := jobs()) is not None:
+            key, call = job
+            results.put(_outcome(key, call))
+
+    def _become_worker(self, setup: _Setup, results: Any) -> None:
+        self._live.clear()  # the parent's workers, not this worker's to stop
+        self._prepared.clear()
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops the workers
+        signal.signal(signal.SIGTERM, lambda signum, frame: _exit(results))
+        _die_with(setup.parent)
+        cap_worker(setup.allowance)
+        forked_child()
+        if setup.nice:
+            os.nice(setup.nice)
+        if setup.warm is not None:
+            with contextlib.suppress(Exception):  # the task says it, if its warm-up failed
+                setup.warm()
+
+
+def _here(fn: Callable[[Any], Any], items: Iterable[Any]) -> Iterator[Any]:
+    """fn(item) for each item, in this process, as the caller takes them (a generator: it can be closed)."""
+    yield from map(fn, items)
+
+
+def _once(fn: Callable[[], Any]) -> Job:
+    """The tasks of a worker forked for fn alone (inherited: fn is never pickled)."""
+    todo = [(0, fn)]
+    return lambda: todo.pop() if todo else None
+
+
+def _received(tasks: Any) -> Job:
+    """The task of a helper: (fn, args) sent once, pickled, after it was forked."""
+    todo = [tasks]
+
+    def take() -> tuple[int, Callable[[], Any]] | None:
+        if not todo:
+            return None
+        fn, args = pickle.loads(todo.pop().get())
+        return 0, lambda: fn(*args)
+    return take
+
+
+def _outcome(key: int, call: Callable[[], Any]) -> bytes:
+    """(key, True, result) or (key, False, (error, its traceback)), pickled here: what cannot be is said so."""
     try:
-        pool = multiprocessing.get_context("fork").Pool(n, initializer=_worker_init,
-                                                        initargs=(nice, warm, each, os.getpid()))
-    except BaseException:
-        give_back(n * (each or 0))
-        raise
-    finally:
-        gc.unfreeze()
-    _live[id(pool)] = (pool, n * (each or 0))
-    return pool
+        out: tuple = (key, True, call())
+    except Exception as e:
+        out = (key, False, (e, traceback.format_exc()))
+    try:
+        return pickle.dumps(out, pickle.HIGHEST_PROTOCOL)
+    except Exception as e:
+        error = MaybeEncodingError(e, out[2])
+        return pickle.dumps((key, False, (error, traceback.format_exc())), pickle.HIGHEST_PROTOCOL)
 
 
-def _call(item: Any) -> Any:
-    assert _work is not None
-    return _work(item)
-
-
-def _worker_init(nice: int = 0, warm: Callable[[], Any] | None = None, allowance: int | None = None,
-                 parent: int | None = None) -> None:
-    global _in_worker
-    _in_worker = True
-    _live.clear()  # the parent's pools, not this worker's to stop
-    _prepared.clear()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops the pool
-    signal.signal(signal.SIGTERM, _exit)
-    _die_with(parent)
-    cap_worker(allowance)
-    forked_child()
-    if nice:
-        os.nice(nice)
-    if warm is not None:
-        with contextlib.suppress(Exception):  # a failing initializer would be forked again and again: the task says it
-            warm()
-
-
-def _exit(signum: int, frame: Any) -> None:
+def _exit(results: Any) -> None:
+    """SIGTERM in a worker: exit quietly (no traceback), through `finally` blocks (Graphviz and temporary files go),
+    without waiting to hand on results no one will read."""
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: the exit's own clean-up is not cut short again
     warnings.simplefilter("ignore")  # what was cut short may warn (an import): the command has its last line
-    raise SystemExit(1)  # quietly (no traceback), through `finally` blocks: Graphviz and temporary files go
-
-
-PR_SET_PDEATHSIG = 1  # prctl(2): the signal this process gets when its parent ends
+    results.cancel_join_thread()
+    raise SystemExit(1)
 
 
 def _die_with(parent: int | None) -> None:

@@ -7,7 +7,8 @@
 
 A writer (writers.py) names the parts it reads; the command derives them and hands the Run to the writer. The Run
 belongs to the command layer: it wires the readers (tinygrad, sqtt) to the model, the analyses and the writers'
-inputs, and nothing below it knows it. Options are small frozen dataclasses, one per concern.
+inputs, and nothing below it knows it. Options are small frozen dataclasses, one per concern. Its `executor`
+(forks: SERIAL unless the command made a ForkExecutor) is handed down to whatever spreads work over processes.
 """
 from __future__ import annotations
 
@@ -19,11 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from .analysis import KernelTable, kernel_table
-from .analysis.diff import Diff, diff_runs
+from .analysis.diff import Diff, Verdicts, diff_runs
 from .analysis.programs import ProgramIndex, program_index
 from .analysis.report import Report, build_report
 from .analysis.stats import ALPHA, MIN_EFFECT
 from .errors import InputError
+from .forks import SERIAL, Executor
 from .gcpause import gc_paused
 from .graphs import StepOptions
 from .records import Listing, Profile, RewriteLog, StepGraphs
@@ -85,6 +87,7 @@ class Run:
     answers: AnswerOptions = AnswerOptions()
     view: ViewOptions = ViewOptions()
     baseline: Run | None = None
+    executor: Executor = SERIAL  # where parallel work runs (the command stops its workers when it ends)
     started: float = field(default_factory=time.perf_counter, init=False)  # "in N s" counts from here
     _stages: dict[frozenset[str], Timeline] = field(default_factory=dict, init=False, repr=False)
     _summaries: dict[int, Summary] = field(default_factory=dict, init=False, repr=False)
@@ -107,7 +110,7 @@ class Run:
         if self.named:
             return [x for x in (self.profile, self.rewrites) if x is not None]
         with gc_paused():  # millions of acyclic objects: see gcpause
-            return [load_any(p, self.load.version) for p in self.inputs if p is not None]
+            return [load_any(p, self.load.version, self.executor) for p in self.inputs if p is not None]
 
     @cached_property
     def _pair(self) -> tuple[Profile | None, RewriteLog | None]:
@@ -148,7 +151,7 @@ class Run:
         if path is None:
             return None
         with gc_paused():
-            x = load_any(path, self.load.version)
+            x = load_any(path, self.load.version, self.executor)
         if not isinstance(x, kind):
             raise InputError(f"{path}: {wrong}")
         return x
@@ -198,7 +201,7 @@ class Run:
     def timeline(self) -> Timeline:
         """The full track layout (every stage): what traces and the site show."""
         with gc_paused():
-            return build_timeline(self.need_profile(), self.rewrites, self.launches)
+            return build_timeline(self.need_profile(), self.rewrites, self.launches, executor=self.executor)
 
     def stage(self, stages: frozenset[str]) -> Timeline:
         """A timeline of the device tracks and `stages` only (tinygrad.timeline), for an analysis that reads no more;
@@ -207,7 +210,7 @@ class Run:
             return self.timeline
         if stages not in self._stages:
             with gc_paused():
-                self._stages[stages] = build_timeline(self.need_profile(), self.rewrites, None, stages)
+                self._stages[stages] = build_timeline(self.need_profile(), self.rewrites, None, stages, self.executor)
         return self._stages[stages]
 
     @property
@@ -259,8 +262,8 @@ class Run:
         if base is None:
             return None
         a, releases = self.answers, (base.need_profile().release.name, self.need_profile().release.name)
-        return diff_runs(base.stage(DIFF_STAGES), self.stage(DIFF_STAGES), base.programs, self.programs, a.alpha,
-                         a.min_effect, releases)
+        return diff_runs(base.stage(DIFF_STAGES), self.stage(DIFF_STAGES), base.programs, self.programs,
+                         Verdicts(a.alpha, a.min_effect), releases)
 
     @cached_property
     def kernel_table(self) -> KernelTable:

@@ -109,6 +109,15 @@ class Timeline:
         self._stack_ids: dict[tuple[Frame, ...], int] = {}
         self._next_flow = 1
 
+    def empty_like(self) -> Timeline:
+        """A timeline without tracks that shares this one's names, callstacks and flow kinds (their ids mean the
+        same in both), metadata and device properties: what a window of it is filled into."""
+        out = Timeline(self.title)
+        out.strings, out._ids = self.strings, self._ids
+        out.stacks, out._stack_ids, out.flow_kinds = self.stacks, self._stack_ids, self.flow_kinds
+        out.metadata, out.device_props = self.metadata, self.device_props
+        return out
+
     def flow(self, src: Track, i: int, dst: Track, j: int, kind: str = FLOW_DEP) -> int:
         """A new flow from event i of src to event j of dst; returns its id."""
         f = self._next_flow

@@ -81,14 +81,6 @@ def plan(tl: Timeline, budget: int = WINDOW_EVENTS) -> list[Window]:
     return [Window(i, bounds[i], bounds[i + 1], int(counts[i])) for i in range(len(bounds) - 1)]
 
 
-def _empty_like(tl: Timeline) -> Timeline:
-    out = Timeline(tl.title)
-    out.strings, out._ids = tl.strings, tl._ids  # shared: a window names what the run names
-    out.stacks, out._stack_ids, out.flow_kinds = tl.stacks, tl._stack_ids, tl.flow_kinds  # and its callstacks, flows
-    out.metadata, out.device_props = tl.metadata, tl.device_props
-    return out
-
-
 def _col(like: array, values: np.ndarray) -> array:
     """`values` as a column of the model (an array of `like`'s type)."""
     out = array(like.typecode)
@@ -118,7 +110,7 @@ class Cutter:
                              for d in (t.args, t.flows_out, t.flows_in, t.stacks)] for t in tl.tracks}
 
     def __call__(self, w: Window) -> Timeline:
-        out = _empty_like(self.tl)
+        out = self.tl.empty_like()  # a window names what the run names
         flows: list[tuple[Track, set[int], set[int]]] = []
         for t in self.tl.tracks:
             ts = np.asarray(t.ts)
@@ -174,7 +166,7 @@ def overview(tl: Timeline, plan_: list[Window], slices: int = OVERVIEW_SLICES, b
     cut = np.array([w.start for w in plan_[1:]], np.int64)
     tracks = [t for t in tl.walk() if t.role not in OVERVIEW_LEFT_OUT]
     share = slices // max(1, sum(1 for t in tracks if t.kind == "slice" and len(t) and t.role != Role.MARKERS))
-    out = _empty_like(tl)
+    out = tl.empty_like()
     out.title = f"{tl.title} (overview)".strip()
     next_uuid = max((t.uuid for t in tl.tracks), default=0) + 1
     for t in tracks:

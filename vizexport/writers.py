@@ -20,7 +20,6 @@ from typing import Any
 from .analysis import tables
 from .analysis.top import launches_note
 from .errors import InputError
-from .forks import stopping_on_error
 from .gcpause import gc_paused
 from .graphs import render_rewrites, show
 from .graphs.show import context_view, rewrite_view
@@ -28,7 +27,7 @@ from .info import as_json, as_text
 from .output import Progress, atomic_folder, write_atomic
 from .perfetto import GZ, TraceWriter, write_file, write_trace
 from .perfetto import WRITERS as TRACE_WRITERS
-from .perfetto.split import write_split
+from .perfetto.split import SplitOptions, write_split
 from .progress import PERCENT, Phase
 from .records import RewriteLog
 from .report import answer_html, answer_json, answer_markdown, diff_text, report_text
@@ -117,11 +116,12 @@ class Trace(Writer):
         n, what = tl.n_events(), ""
         with gc_paused():  # millions of acyclic objects: see gcpause
             if opts.window_events is not None and n > opts.window_events and opts.flavor is None:
-                split = write_split(tl, path, opts.window_events, opts.compress, progress=progress)
+                split = write_split(tl, path, SplitOptions(opts.window_events, opts.compress), progress,
+                                    run.executor)
                 size, what = split.bytes, (f"the overview, and {len(split.windows)} windows in "
                                            f"{split.folder}{os.sep} (index.json lists them)")
             else:
-                writer = self.format(compress=opts.compress and not target.gz, flavor=opts.flavor)
+                writer = self.format(opts.compress and not target.gz, opts.flavor, run.executor)
                 size = write_file(writer, target.gz, tl, path, progress)
         prof = run.need_profile()
         return lines(f"wrote {path}{': ' + what if what else ''}: {n:,} events on {len(tl.tracks)} tracks, "
@@ -157,8 +157,9 @@ class Site(_Folder):
 
     def write(self, run: Run, target: Target, progress: Progress | None = None) -> str:
         assert target.path is not None
-        with atomic_folder(target.path) as tmp, stopping_on_error():  # its workers stop before the folder goes
-            build_site(tmp, site_pages(run), site_options(run), progress)
+        ex = run.executor
+        with atomic_folder(target.path) as tmp, ex.stopping_on_error():  # its workers stop before the folder goes
+            build_site(tmp, site_pages(run), site_options(run), progress, ex)
         return lines(f"wrote {target.path / 'index.html'} in {run.seconds():.2f} s\n")
 
 
@@ -172,9 +173,10 @@ class StepSvgs(_Folder):
 
     def write(self, run: Run, target: Target, progress: Progress | None = None) -> str:
         assert target.path is not None and run.step_graphs is not None
-        with atomic_folder(target.path) as tmp, stopping_on_error():  # its workers stop before the folder goes
-            render_rewrites(run.step_graphs, tmp, run.steps, progress)
-            build_site(tmp, Pages(graphs=run.step_graphs), site_options(run, "."), progress)
+        ex = run.executor
+        with atomic_folder(target.path) as tmp, ex.stopping_on_error():  # its workers stop before the folder goes
+            render_rewrites(run.step_graphs, tmp, run.steps, progress, ex)
+            build_site(tmp, Pages(graphs=run.step_graphs), site_options(run, "."), progress, ex)
         return lines(f"wrote {target.path / 'index.html'} in {run.seconds():.2f} s\n")
 
 
@@ -282,9 +284,9 @@ class Demo(Writer):
         out = target.path
         assert out is not None
         info = "\n".join(map(as_text, run.summaries)) + "\n"
-        with atomic_folder(out) as tmp, stopping_on_error():  # its workers stop before the folder goes
-            build_site(tmp, site_pages(run), site_options(run), progress)
-            write_trace(run.timeline, tmp / DEMO_TRACE)
+        with atomic_folder(out) as tmp, run.executor.stopping_on_error():  # its workers stop before the folder goes
+            build_site(tmp, site_pages(run), site_options(run), progress, run.executor)
+            write_trace(run.timeline, tmp / DEMO_TRACE, executor=run.executor)
             write_atomic(tmp / "info.json", as_json(run.summaries).encode())
         index = out / "index.html"
         return info + lines(f"wrote {index}, {DEMO_TRACE} and info.json in {run.seconds():.2f} s\n"

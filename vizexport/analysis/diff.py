@@ -110,9 +110,21 @@ class Diff:
         return [k for k in self.kernels if k.verdict == SLOWER and k.ratio is not None and k.ratio - 1 > pct / 100]
 
 
+@dataclass(frozen=True)
+class Verdicts:
+    """How a change is judged: `alpha`, the significance level; a smaller change of the median than `min_effect`
+    (a fraction) is never significant."""
+
+    alpha: float = ALPHA
+    min_effect: float = MIN_EFFECT
+
+
 def diff_runs(base: Timeline, pr: Timeline, base_programs: ProgramIndex | None = None,
-              pr_programs: ProgramIndex | None = None, alpha: float = ALPHA,
-              min_effect: float = MIN_EFFECT, releases: tuple[str, str] = ("", "")) -> Diff:
+              pr_programs: ProgramIndex | None = None, verdicts: Verdicts = Verdicts(),
+              releases: tuple[str, str] = ("", "")) -> Diff:
+    """What changed from the `base` run to the `pr` run (their device tracks; the programs index their rewrites
+    traces' estimates), each kernel judged by `verdicts`; `releases` name the runs' tinygrad releases."""
+    alpha, min_effect = verdicts.alpha, verdicts.min_effect
     a, b = kernel_runs(base, base_programs), kernel_runs(pr, pr_programs)
     kernels, wide = kernel_changes(a, b, alpha, min_effect)
     return Diff(_side(base, a, releases[0]), _side(pr, b, releases[1]), METHOD, alpha, min_effect,

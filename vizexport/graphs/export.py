@@ -18,7 +18,7 @@ from pathlib import Path
 
 from .._version import __version__
 from ..errors import InputError
-from ..forks import default_jobs, forked_map, stop_all
+from ..forks import SERIAL, Executor, default_jobs
 from ..gcpause import gc_paused
 from ..limits import SVG_OUTPUT_PER_INPUT_BYTE, uncounted, widen_output
 from ..output import STAMP, Progress, remove_leftovers, slug, write_atomic
@@ -87,7 +87,7 @@ class Task:
 
 
 def render_rewrites(graphs: StepGraphs, outdir: Path | str, options: StepOptions = StepOptions(),
-                    progress: Progress | None = None) -> Manifest:
+                    progress: Progress | None = None, executor: Executor = SERIAL) -> Manifest:
     """Render the steps of a rewrites trace as SVGs under `outdir`; return the manifest (also written to
     outdir/manifest.json).
 
@@ -95,7 +95,8 @@ def render_rewrites(graphs: StepGraphs, outdir: Path | str, options: StepOptions
     name. By default every rewrite gets its first and last state and, with at most 50 matches, every step
     (`steps="default"`); `steps="ends"` renders only the first and last states, `steps="all"` every step.
     Graphs above `max_nodes` show the neighbourhood of the change, with a note. `jobs`: processes (default: the CPUs
-    this process may use). `timeout`: seconds Graphviz may spend on one graph before it is replaced by a note.
+    this process may use), forked by `executor` (SERIAL: all here). `timeout`: seconds Graphviz may spend on one
+    graph before it is replaced by a note.
     `progress(done, total)` is called as work completes (units: rough cost), e.g. to drive a progress bar.
     Raises InputError for input that is not a non-empty rewrites trace or a selection that matches nothing,
     ValueError for a non-positive max_nodes or timeout, and DotMissing when Graphviz is not installed.
@@ -116,9 +117,9 @@ def render_rewrites(graphs: StepGraphs, outdir: Path | str, options: StepOptions
     with tempfile.TemporaryDirectory(prefix="vizexport-graphs-") as cache:
         use_builtin_metrics(Path(cache) / "gvbin")
         try:
-            results = _run_tasks(graphs, tasks, out, Path(cache), opts, jobs, progress)
+            results = _run_tasks(Run(graphs, out, Path(cache), opts), tasks, jobs, progress, executor)
         except BaseException:
-            stop_all()  # no worker may go on writing
+            executor.stop_all()  # no worker may go on writing
             remove_leftovers(out)
             raise
         laid_out = _cached_graphs(Path(cache))
@@ -221,14 +222,13 @@ class Run:
     opts: Settings
 
 
-def _run_tasks(graphs: StepGraphs, tasks: list[Task], out: Path, cache: Path, opts: Settings, jobs: int | None,
-               progress: Progress | None) -> dict[int, Part]:
+def _run_tasks(run: Run, tasks: list[Task], jobs: int | None, progress: Progress | None, executor: Executor
+               ) -> dict[int, Part]:
     """Run every task; return one Part per context (parts of split contexts joined in order)."""
     jobs = max(1, jobs if jobs is not None else default_jobs())
     order = sorted(_split(tasks, jobs), key=lambda t: -t.cost)  # biggest first: better balance
     total = sum(t.cost for t in order)
-    return _join(_reporting(forked_map(partial(render_context, Run(graphs, out, cache, opts)), order, jobs), total,
-                            progress))
+    return _join(_reporting(executor.map(partial(render_context, run), order, jobs), total, progress))
 
 
 def _reporting(parts: Iterable[Part], total: int, progress: Progress | None) -> Iterator[Part]:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ..analysis.stats import ALPHA, MIN_EFFECT
 from ..errors import InputError
+from ..forks import SERIAL, Executor
 from ..output import write_atomic
 from ..records import to_json
 from ..report import standalone
@@ -94,14 +95,17 @@ def inputs(args: argparse.Namespace) -> list[Path]:
     return store + list(getattr(args, "inputs", []))
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, executor: Executor = SERIAL) -> int:
+    """`vizexport history …`; `executor`: the command's, which reads a big profile in its workers too."""
     if getattr(args, "last", None) is not None and args.last < 1:
         raise InputError(f"--last {args.last}: must be at least 1")
-    return {"add": _add, "check": _check, "site": _site, "list": _list}[args.history_command](args)
+    if args.history_command in ("add", "check"):
+        return (_add if args.history_command == "add" else _check)(args, executor)
+    return {"site": _site, "list": _list}[args.history_command](args)
 
 
-def _record(args: argparse.Namespace, meta: RunMeta) -> RunRecord:
-    run = Run(tuple(args.inputs), load=LoadOptions(args.tinygrad_version))
+def _record(args: argparse.Namespace, meta: RunMeta, executor: Executor) -> RunRecord:
+    run = Run(tuple(args.inputs), load=LoadOptions(args.tinygrad_version), executor=executor)
     prof = run.need_profile()
     meta.file, meta.release = Path(prof.path).name, prof.release.name
     return run_record(run.stage(TOP_STAGES), run.programs, meta)  # launch times: the device tracks alone
@@ -117,9 +121,9 @@ def _labels(pairs: list[str]) -> dict[str, str]:
     return out
 
 
-def _add(args: argparse.Namespace) -> int:
+def _add(args: argparse.Namespace, executor: Executor) -> int:
     meta = RunMeta(args.commit, args.branch, normal_time(args.time), _labels(args.label), "", "", 0, 0, 0)
-    record = _record(args, meta)
+    record = _record(args, meta, executor)
     with open_store(args.store, create=True) as store:
         run_id = store.add(record)
     print(f"added run {run_id} to {store.where}: {meta.commit[:10]} on {meta.branch}, {len(record.kernels)} kernels, "
@@ -127,10 +131,10 @@ def _add(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check(args: argparse.Namespace) -> int:
+def _check(args: argparse.Namespace, executor: Executor) -> int:
     if args.output is not None:
         _check_output(args.output)
-    record = _record(args, RunMeta("", "", normal_time(args.time), {}, "", "", 0, 0, 0))
+    record = _record(args, RunMeta("", "", normal_time(args.time), {}, "", "", 0, 0, 0), executor)
     with open_store(args.store) as store:
         earlier = store.load(store.runs(args.branch, args.last))
     record.meta.branch, record.meta.commit = args.branch, args.commit

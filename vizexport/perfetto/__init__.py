@@ -12,6 +12,7 @@ import io
 from pathlib import Path
 from typing import IO, Any, ClassVar
 
+from ..forks import SERIAL, Executor
 from ..output import Progress, atomic_file
 from ..timeline import Timeline
 from . import chrome, proto
@@ -28,9 +29,10 @@ class TraceWriter:
     description = ""
     flavors: tuple[str, ...] = ()  # dialects of the format it can write, besides its own
 
-    def __init__(self, compress: bool = True, flavor: str | None = None) -> None:
+    def __init__(self, compress: bool = True, flavor: str | None = None, executor: Executor = SERIAL) -> None:
         self.compress = compress  # the format's own compression, where it has one (off inside a .gz)
         self.flavor = flavor
+        self.executor = executor  # where a big trace's parts are encoded
 
     def write(self, tl: Timeline, out: IO[Any], progress: Progress | None = None) -> None:
         raise NotImplementedError
@@ -40,7 +42,7 @@ class PerfettoWriter(TraceWriter):
     suffix, binary, description = ".pftrace", True, "Perfetto TrackEvent protobuf (compression: compressed_packets)"
 
     def write(self, tl: Timeline, out: IO[bytes], progress: Progress | None = None) -> None:
-        proto.write(tl, out, compress=self.compress, progress=progress)
+        proto.write(tl, out, compress=self.compress, progress=progress, executor=self.executor)
 
 
 class ChromeWriter(TraceWriter):
@@ -66,10 +68,11 @@ def writer_for(path: Path) -> tuple[type[TraceWriter], bool] | None:
 
 
 def write_trace(tl: Timeline, path: Path | str, compress: bool = True, progress: Progress | None = None,
-                flavor: str | None = None) -> int:
+                flavor: str | None = None, executor: Executor = SERIAL) -> int:
     """Write `tl` to `path` in the format its name asks for; returns the file size. Nothing is left on failure.
     `compress`: compressed_packets in a plain .pftrace. `progress(done, total)` is told the events written so far.
-    `flavor`: a dialect of that format (FLAVORS: "kineto" for .json and .json.gz)."""
+    `flavor`: a dialect of that format (FLAVORS: "kineto" for .json and .json.gz). `executor`: where a big trace's
+    parts are encoded (SERIAL: here)."""
     path = Path(path)
     found = writer_for(path)
     if found is None:
@@ -79,7 +82,7 @@ def write_trace(tl: Timeline, path: Path | str, compress: bool = True, progress:
         takers = [w.suffix for w in WRITERS if flavor in w.flavors]
         raise ValueError(f"{path}: no {flavor!r} flavour of {kind.description} (it is for "
                          f"{', '.join(takers) or 'no format'})")
-    return write_file(kind(compress=compress and not gz, flavor=flavor), gz, tl, path, progress)
+    return write_file(kind(compress=compress and not gz, flavor=flavor, executor=executor), gz, tl, path, progress)
 
 
 def write_file(writer: TraceWriter, gz: bool, tl: Timeline, path: Path, progress: Progress | None = None) -> int:

@@ -27,7 +27,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from ..forks import forked_map
+from ..forks import SERIAL, Executor
 from ..output import Progress
 from ..timeline import META_NAME, Timeline, Track, slice_events
 from .callstacks import samples
@@ -356,12 +356,12 @@ def _framed(data: bytes, ends: np.ndarray, compress: bool, level: int = DEFLATE_
                      for a, b in chunks(ends)])
 
 
-def write(tl: Timeline, out: BinaryIO, compress: bool = True, jobs: int | None = None,
-          progress: Progress | None = None, encoding: Encoding = COMPACT) -> int:
+def write(tl: Timeline, out: BinaryIO, compress: bool = True, progress: Progress | None = None,
+          encoding: Encoding = COMPACT, executor: Executor = SERIAL) -> int:
     """Stream the trace to `out`: descriptors first, then each track segment (its own state), then the callstack samples
     (made beside the segments: alone they take ~0.5 s per 1M events). Returns bytes written.
 
-    With more than one job (default: the CPUs) and a big timeline, segments are encoded in forked worker processes;
+    With a forking `executor` and a big timeline, segments are encoded in its workers (one per CPU);
     the output is the same bytes either way. `progress(done, total)` is told the events written so far, a segment
     at a time. `encoding`: how compactly (COMPACT; SPREAD for comparisons).
     """
@@ -377,12 +377,12 @@ def write(tl: Timeline, out: BinaryIO, compress: bool = True, jobs: int | None =
     work = [(i, a, b, TRACKS_SEQUENCE if encoding.shared_sequence else TRACKS_SEQUENCE + n)
             for n, (i, a, b) in enumerate(work)]
     done, total = 0, tl.n_events()
-    jobs = jobs if total >= PARALLEL_MIN else 1
+    jobs = None if total >= PARALLEL_MIN else 1  # None: a worker per CPU
     encode = partial(_encode_part, tl, work, compress, encoding)
     held: dict[int, bytes] = {}  # parts done before those that come earlier in the file
     n = 0  # the next segment to write
     # the callstack samples (part -1) are made first, beside the segments, and written last
-    for k, data in forked_map(encode, range(-1, len(work)), jobs):
+    for k, data in executor.map(encode, range(-1, len(work)), jobs):
         held[k] = data
         while n in held:
             data = held.pop(n)

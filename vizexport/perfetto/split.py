@@ -16,18 +16,28 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InputError
-from ..forks import forked_map, stopping_on_error
+from ..forks import SERIAL, Executor
 from ..output import Progress, atomic_folder, write_atomic
 from ..records import INT64
 from ..text import shown
 from ..timeline import Timeline
-from ..windows import OVERVIEW_SLICES, Cutter, Window, overview, plan
+from ..windows import OVERVIEW_SLICES, WINDOW_EVENTS, Cutter, Window, overview, plan
 from . import GZ, write_trace, writer_for
 from .proto import PARALLEL_MIN
 
 INDEX = "index.json"
 INDEX_VALUE_CHARS = 80  # of a value an error quotes from a malformed index
 OVERVIEW = "overview"  # its name in the folder while the parts are written
+
+
+@dataclass(frozen=True)
+class SplitOptions:
+    """Windows of about `window_events` events; `compress`: compressed_packets in .pftrace files; the overview keeps
+    about `overview_slices` slices whole."""
+
+    window_events: int = WINDOW_EVENTS
+    compress: bool = True
+    overview_slices: int = OVERVIEW_SLICES
 
 
 @dataclass
@@ -59,26 +69,28 @@ def suffix_of(path: Path) -> str:
     return found[0].suffix + (GZ if found[1] else "")
 
 
-def write_split(tl: Timeline, path: Path, window_events: int, compress: bool = True,
-                overview_slices: int = OVERVIEW_SLICES, progress: Progress | None = None) -> Split:
-    """Write `tl` as windows of about `window_events` events and an overview; returns what was written. Forked
+def write_split(tl: Timeline, path: Path, options: SplitOptions = SplitOptions(), progress: Progress | None = None,
+                executor: Executor = SERIAL) -> Split:
+    """Write `tl` as windows and an overview (`options`); returns what was written. The executor's forked
     workers each cut and write whole windows (one of them the overview first): windows are independent files, so
     the cores stay busy, where encoding one window's tracks at a time left them idle between windows."""
-    parts = plan(tl, window_events)
+    compress, overview_slices = options.compress, options.overview_slices
+    parts = plan(tl, options.window_events)
     t0 = parts[0].start if parts else 0
     folder, suffix = windows_folder(path), suffix_of(path)
     names = [f"{w.name}_{(w.start - t0) / 1e9:.3f}s-{(w.end - t0) / 1e9:.3f}s{suffix}" for w in parts]
     cut = Cutter(tl)  # before the fork: every worker inherits its index of the tracks
     total, done, size = tl.n_events(), 0, 0
-    with atomic_folder(folder) as tmp, stopping_on_error():  # its workers stop before the folder goes
+    with atomic_folder(folder) as tmp, executor.stopping_on_error():  # its workers stop before the folder goes
         def write_part(k: int) -> tuple[int, int]:
             """Part k (-1: the overview, written in the folder until all is done) → (k, bytes written)."""
             if k < 0:
-                return k, write_trace(overview(tl, parts, overview_slices), tmp / (OVERVIEW + suffix), compress)
-            return k, write_trace(cut(parts[k]), tmp / names[k], compress)
+                return k, write_trace(overview(tl, parts, overview_slices), tmp / (OVERVIEW + suffix), compress,
+                                      executor=executor)
+            return k, write_trace(cut(parts[k]), tmp / names[k], compress, executor=executor)
 
         jobs = None if total >= PARALLEL_MIN else 1
-        for k, n in forked_map(write_part, range(-1, len(parts)), jobs):
+        for k, n in executor.map(write_part, range(-1, len(parts)), jobs):
             size += n
             done += parts[k].events if k >= 0 else 0
             if progress is not None:

@@ -17,9 +17,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from .. import forks
 from ..errors import InputError
-from ..forks import started_map
+from ..forks import SERIAL, Executor, Later
 from . import SafeUnpickler, open_input, opscan
 from .opscan import (
     APPENDS,
@@ -177,7 +176,7 @@ class _Counts:
             at = end
 
 
-def _plan(f: Any, size: int, share: bool = False) -> _Plan | None:
+def _plan(f: Any, size: int, share: bool = False, executor: Executor = SERIAL) -> _Plan | None:
     """Pass 1 for this stream (see above). None: not a protocol 4/5 top-level list we can stream. `share`: keep its
     counts where a forked process can read them too."""
     f.seek(0)
@@ -199,7 +198,7 @@ def _plan(f: Any, size: int, share: bool = False) -> _Plan | None:
         # a split needs the counts made in worker processes (the back half's reader waits for them)
         split = _split(fd, size, frames, ends) if share and len(blocks) > 1 else None
         shared = _Counts(len(frames)) if split is not None else None
-        counts = started_map(partial(_count_block, fd, frames, ends, shared), blocks)
+        counts = executor.started_map(partial(_count_block, fd, frames, ends, shared), blocks)
         try:
             fetches = opscan.fetch_candidates(fd, size, frames, late=split and (frames[split.cut[0]], split.floor))
         except BaseException:
@@ -233,7 +232,7 @@ def _count_block(fd: int, frames: list[int], ends: list[int], shared: _Counts | 
 @dataclass
 class _Walked:
     """What the sequential pass 1 learnt: frame offsets, the memo entries made in each, the fetches (memo index → last
-    frame), and whether the stream's STOP was seen."""
+    frame), and whether the stream's STOP was seen where a list ends (else the full load reads it)."""
 
     frames: list[int] = field(default_factory=list)
     memos: list[int] = field(default_factory=list)
@@ -244,26 +243,18 @@ class _Walked:
 def _walk(fd: int, size: int, framed: bool) -> _Walked | None:
     """Pass 1 one opcode at a time: the stream after PROTO (small or unframed pickles, and the reference the tests
     compare opscan with)."""
-    start, end = 2, size
-    walked = _Walked()
+    walked = _Walked(frames=[] if framed else [2])  # unframed: the stream's start is frame 0 all the same
     frames, memos, fetches = walked.frames, walked.memos, walked.fetches
-    if not framed:  # the stream's start is frame 0 all the same
-        frames.append(2)
     frame = len(frames) - 1  # the frame being read
-    noarg, fixed, count1, count4, count8 = NOARG, FIXED, COUNT1, COUNT4, COUNT8
-    base, buf, i, memo = start, os.pread(fd, _CHUNK, start), 0, 0
-
-    def limit_of(base: int, buf: bytes) -> int:  # keep any short opcode whole in the buffer
-        return min(len(buf) - 300 if base + len(buf) < size else len(buf), end - base)
-
-    limit = limit_of(base, buf)
+    noarg, fixed, count1 = NOARG, FIXED, COUNT1
+    base, buf, i, memo = 2, os.pread(fd, _CHUNK, 2), 0, 0
+    limit = _limit(base, buf, size)
     while True:
         if i >= limit:
-            if base + i >= end:
+            if base + i >= size:
                 break
-            buf, base, i = buf[i:] + os.pread(fd, _CHUNK, base + len(buf)), base + i, 0
-            limit = limit_of(base, buf)
-            if i >= len(buf):
+            buf, base, i, limit = _read_on(fd, buf, base, i, size)
+            if not buf:
                 return None  # truncated: the full load reports it
         op = buf[i]
         if op == MEMOIZE:  # the commonest opcodes first
@@ -273,10 +264,8 @@ def _walk(fd: int, size: int, framed: bool) -> _Walked | None:
         if op == BINGET:  # entries below 256 (classes, first names) are never released, so not tracked
             i += 2
         elif op in noarg:
-            if op == STOP:  # a list ends with APPENDS or APPEND (or is empty)
-                if buf[i - 1] not in _ENDS_LIST and base + i != (13 if framed else 4):
-                    return None
-                walked.stopped = True
+            if op == STOP:  # a list ends with APPENDS or APPEND (or is empty): else not `stopped`, a full load
+                walked.stopped = buf[i - 1] in _ENDS_LIST or base + i == (13 if framed else 4)
                 break
             i += 1
         elif op in count1:
@@ -290,17 +279,9 @@ def _walk(fd: int, size: int, framed: bool) -> _Walked | None:
             if frames:
                 memos.append(memo)
             frames.append(base + i)
-            frame += 1
-            memo = 0
-            i += FRAME_HEADER
-        elif op in count4 or op in count8:
-            w = 4 if op in count4 else 8
-            stop = base + i + 1 + w + int.from_bytes(buf[i + 1:i + 1 + w], "little")
-            if stop - base > len(buf):  # a big payload: skip it on disk
-                buf, base, i = os.pread(fd, _CHUNK, stop), stop, 0
-                limit = limit_of(base, buf)
-            else:
-                i = stop - base
+            frame, memo, i = frame + 1, 0, i + FRAME_HEADER
+        elif op in COUNT4 or op in COUNT8:
+            buf, base, i, limit = _past_payload(fd, (buf, base, i), 4 if op in COUNT4 else 8, size)
         else:
             return None  # PUT/GET by text, persistent ids, extensions, out-of-band buffers: use the full load
         if buf[i] == MEMOIZE:  # most objects are memoized right after they are made (the margin keeps i inside)
@@ -309,6 +290,28 @@ def _walk(fd: int, size: int, framed: bool) -> _Walked | None:
     if frames:
         memos.append(memo)
     return walked
+
+
+def _limit(base: int, buf: bytes, size: int) -> int:
+    """Where _walk reads the buffer up to: any short opcode kept whole in it (a margin), except at the stream's end."""
+    return min(len(buf) - 300 if base + len(buf) < size else len(buf), size - base)
+
+
+def _read_on(fd: int, buf: bytes, base: int, i: int, size: int) -> tuple[bytes, int, int, int]:
+    """_walk's buffer from position i on, topped up from the file: (buffer, its offset, position 0, its limit)."""
+    buf, base = buf[i:] + os.pread(fd, _CHUNK, base + len(buf)), base + i
+    return buf, base, 0, _limit(base, buf, size)
+
+
+def _past_payload(fd: int, at: tuple[bytes, int, int], width: int, size: int) -> tuple[bytes, int, int, int]:
+    """_walk's (buffer, its offset, position, limit) past the opcode at `at` (buffer, offset, position) with a
+    `width`-byte length and its payload: a big payload is skipped on disk."""
+    buf, base, i = at
+    stop = base + i + 1 + width + int.from_bytes(buf[i + 1:i + 1 + width], "little")
+    if stop - base > len(buf):
+        buf, base = os.pread(fd, _CHUNK, stop), stop
+        return buf, base, 0, _limit(base, buf, size)
+    return buf, base, stop - base, _limit(base, buf, size)
 
 
 def _frame(payload: bytes) -> bytes:
@@ -473,29 +476,29 @@ class TailReader(Protocol):
 
 
 def stream(path: str | Path, consume: Callable[[list], None], tail: Callable[[], TailReader] | None = None,
-           min_front: int = 0) -> tuple[set[str], Any]:
+           min_front: int = 0, executor: Executor = SERIAL) -> tuple[set[str], Any]:
     """Unpickle the top-level list in `path` batch by batch: `consume(items)` gets each batch (a list) in order.
 
-    With `tail`, a big stream's back half may be read at the same time in a forked process, by the TailReader
-    tail() makes: `consume` then gets the items before it (at least `min_front` of them), and its part comes back.
-    Returns the tinygrad classes
-    named, and that part (None when the whole list went to `consume`). Raises StreamAbort when the file cannot be
-    streamed (the caller then uses `load`), InputError (naming the file) for a refused global, as `load` does.
+    With `tail`, a big stream's back half may be read at the same time in a process `executor` forks (and a big
+    framed stream is scanned in its workers), by the TailReader tail() makes: `consume` then gets the items before
+    it (at least `min_front` of them), and its part comes back. Returns the tinygrad classes named, and that part
+    (None when the whole list went to `consume`). Raises StreamAbort when the file cannot be streamed (the caller
+    then uses `load`), InputError (naming the file) for a refused global, as `load` does.
     """
     f, size = open_input(Path(path))
     with f:
-        split = tail is not None and size >= SPLIT_MIN and forks.parallel()
+        split = tail is not None and size >= SPLIT_MIN and executor.parallel
         try:
-            plan = _plan(f, size, share=split)
+            plan = _plan(f, size, split, executor)
         except IndexError:  # an opcode cut off by the end of the file
             plan = None
         if plan is None:
             raise StreamAbort("not a streamable list")
-        back: list[forks.Pending] = []
+        back: list[Later] = []
         try:
             cut = plan.split.cut if plan.split is not None else None
             if cut is not None:
-                back.append(forks.forked(partial(_read_back, path, plan, tail)))
+                back.append(executor.forked(partial(_read_back, path, plan, tail)))
             out = _unpickle(path, f, size, plan, consume, cut, back, min_front)
         except BaseException:
             plan.close()
@@ -577,7 +580,7 @@ def _last_fetched(fd: int, plan: _Plan, late: np.ndarray) -> int:
 
 
 def _unpickle(path: str | Path, f: Any, size: int, plan: _Plan, consume: Any, cut: tuple[int, int, int] | None,
-              back: list[forks.Pending], min_front: int = 0) -> tuple[set[str], Any]:
+              back: list[Later], min_front: int = 0) -> tuple[set[str], Any]:
     """Pass 2 of the front (or the whole stream): the C unpickler on the frames, with the releases pass 1 planned
     fed in between; it stops at the cut if the back half was read."""
     sink, released = _Sink(consume), _Released()
@@ -604,7 +607,7 @@ def _unpickle(path: str | Path, f: Any, size: int, plan: _Plan, consume: Any, cu
 
 
 def _front(f: Any, plan: _Plan, sink: _Sink, push_sink: bytes, watch: _Watch, cut: tuple[int, int, int] | None,
-           back: list[forks.Pending], part: list, min_front: int) -> Iterator[bytes]:
+           back: list[Later], part: list, min_front: int) -> Iterator[bytes]:
     """The pieces of pass 2 for the stream up to the cut, then STOP if the back half was read (its part goes to
     `part`), else on to the end."""
     yield _START + _frame(push_sink)
@@ -630,7 +633,7 @@ def _front(f: Any, plan: _Plan, sink: _Sink, push_sink: bytes, watch: _Watch, cu
     yield from _frames(f, plan, k + 1, len(plan.frames), watch)
 
 
-def _result(pending: forks.Pending) -> Any:
+def _result(pending: Later) -> Any:
     try:
         return pending()
     except Exception:  # the pool failed to send it: the front reads on

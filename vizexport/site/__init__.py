@@ -23,11 +23,11 @@ from ..analysis import Kernel, ProgramIndex, top_kernels
 from ..analysis.diff import Diff
 from ..analysis.launches import KEY_TEXT, KernelId, labels
 from ..analysis.report import Report
-from ..forks import in_background
+from ..forks import SERIAL, Executor
 from ..graphs.dot import DARK_BELOW, HEADER, HIGHLIGHT
 from ..output import Progress, slug, write_atomic
 from ..perfetto import write_trace
-from ..perfetto.split import Split, read_index, write_split
+from ..perfetto.split import Split, SplitOptions, read_index, write_split
 from ..records import Context, Listing, StepGraphs
 from ..report import diff_sections, diff_title, environment, report_title, run_sections
 from ..report.tables import KernelRef
@@ -117,23 +117,25 @@ class SiteOptions:
     window_events: int = WINDOW_EVENTS
 
 
-def build_site(outdir: Path, pages: Pages, options: SiteOptions = SiteOptions(), progress: Progress | None = None
-               ) -> Path:
+def build_site(outdir: Path, pages: Pages, options: SiteOptions = SiteOptions(), progress: Progress | None = None,
+               executor: Executor = SERIAL) -> Path:
     """Write the site of `pages` into `outdir` and return the path of its index.html. A report adds report.html,
-    a diff (against a base run) diff.html, both with their plots inlined as SVG."""
+    a diff (against a base run) diff.html, both with their plots inlined as SVG. `executor` runs the plots, the
+    step packs and the trace's encoders beside this process (SERIAL: all here)."""
     outdir.mkdir(parents=True, exist_ok=True)
     _static(outdir)
     env, common = _env(), {"version": __version__}
     code: dict[str, str] = {}  # highlighted sources (a kernel page and its context page show the same)
     summary, graphs, timeline, report, diff = pages.summary, pages.graphs, pages.timeline, pages.report, pages.diff
-    plots = in_background(_plots, report, diff, warm=warm_plots) if report is not None or diff is not None else None
+    answered = report is not None or diff is not None
+    plots = executor.in_background(_plots, report, diff, warm=warm_plots) if answered else None
     contexts = _context_pages(graphs)
-    packs = write_packs(graphs, outdir / options.rewrites_dir / "packs", options.jobs) if graphs is not None \
-        else iter(())
+    packs = write_packs(graphs, outdir / options.rewrites_dir / "packs", options.jobs, executor) \
+        if graphs is not None else iter(())
     kernels = _kernels(timeline, contexts, pages.listings or [])
     title = Path(summary.file if summary else graphs.path if graphs else "vizexport").parent.name or "vizexport"
     t0 = min((t.ts[0] for t in timeline.tracks if len(t)), default=0) if timeline else 0
-    windows = _trace(outdir, timeline, options.window_events)
+    windows = _trace(outdir, timeline, options.window_events, executor)
     for kp in kernels:
         _page(env, outdir / kp.page, "kernel.html", 1, title=kp.label, kp=kp, k=kp.kernel, t0=t0, ctx=kp.ctx,
               source=_highlighted(kp.ctx.context.source if kp.ctx else None, code), **common)
@@ -153,13 +155,14 @@ def build_site(outdir: Path, pages: Pages, options: SiteOptions = SiteOptions(),
     return index
 
 
-def _trace(outdir: Path, timeline: Timeline | None, window_events: int) -> list[dict] | None:
+def _trace(outdir: Path, timeline: Timeline | None, window_events: int, executor: Executor) -> list[dict] | None:
     """The site's trace, whole or (above `window_events` events) as an overview and windows: those for the index
     page's time bar."""
     if timeline is not None and timeline.n_events() > window_events:
-        return _window_bar(write_split(timeline, outdir / TRACE, window_events), outdir)
+        split = write_split(timeline, outdir / TRACE, SplitOptions(window_events), executor=executor)
+        return _window_bar(split, outdir)
     if timeline is not None:
-        write_trace(timeline, outdir / TRACE)
+        write_trace(timeline, outdir / TRACE, executor=executor)
     return None
 
 
@@ -193,7 +196,7 @@ def _window_bar(split: Split, outdir: Path) -> list[dict]:
 
 def warm_plots() -> None:
     """What the plots' helper does before it has its task: import matplotlib (a third of a second). The command
-    forks it first thing (forks.prepare), so that this runs while the inputs load."""
+    forks it first thing (Executor.prepare), so that this runs while the inputs load."""
     from ..report import plots  # noqa: F401
 
 

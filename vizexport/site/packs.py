@@ -39,7 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..forks import started_map
+from ..forks import SERIAL, Executor
 from ..gcpause import gc_paused
 from ..graphs.manifest import short_path
 from ..output import write_atomic
@@ -61,12 +61,13 @@ class PackInfo:
     errors: int
 
 
-def write_packs(graphs: StepGraphs, folder: Path, jobs: int | None = None) -> Iterator[PackInfo]:
-    """One pack per context with rewrites, written in forked workers, biggest first (contexts do not share nodes).
+def write_packs(graphs: StepGraphs, folder: Path, jobs: int | None = None, executor: Executor = SERIAL
+                ) -> Iterator[PackInfo]:
+    """One pack per context with rewrites, written in `executor`'s workers, biggest first (contexts do not share nodes).
     The workers start at once; the caller takes their results when it has done its own work."""
     todo = sorted((i for i, c in enumerate(graphs.contexts) if c.rewrites),
                   key=lambda i: -sum(len(r.matches) for r in graphs.contexts[i].rewrites))
-    return started_map(partial(write_pack, graphs, folder), todo, jobs)
+    return executor.started_map(partial(write_pack, graphs, folder), todo, jobs)
 
 
 def write_pack(graphs: StepGraphs, folder: Path, index: int) -> PackInfo:

@@ -128,7 +128,7 @@ class DeviceHint:
 
 def launch_clocks(launches: list[Launch]) -> list[LaunchClock]:
     """A clock per launch; launches without markers use their device's DeviceHint."""
-    clocks = [launch_clock(la.blobs, la.arch, la.target, *_span(la), la.tdiff_ns) for la in launches]
+    clocks = [launch_clock(la) for la in launches]
     mhz: dict[str, list[float]] = defaultdict(list)
     delay: dict[str, list[int]] = defaultdict(list)
     for la, lc in zip(launches, clocks, strict=True):
@@ -140,7 +140,7 @@ def launch_clocks(launches: list[Launch]) -> list[LaunchClock]:
         if lc.mode == "assumed" and (mhz[la.device] or delay[la.device]):
             hint = DeviceHint(statistics.median(mhz[la.device]) if mhz[la.device] else None,
                               round(statistics.median(delay[la.device])) if delay[la.device] else None)
-            clocks[i] = launch_clock(la.blobs, la.arch, la.target, *_span(la), la.tdiff_ns, hint)
+            clocks[i] = launch_clock(la, hint)
     return clocks
 
 
@@ -149,11 +149,12 @@ def _span(la: Launch) -> tuple[int | None, int | None]:
     return (s.st, s.en if s.en is not None else s.st) if s is not None else (None, None)
 
 
-def launch_clock(blobs: list[BlobTrace], arch: str, target: str | None, span_st: int | None, span_en: int | None,
-                 tdiff_ns: int, hint: DeviceHint | None = None) -> LaunchClock:
-    """How the cycles of these blobs (one launch) become host ns; see the module doc. `hint`: what the device's other
+def launch_clock(la: Launch, hint: DeviceHint | None = None) -> LaunchClock:
+    """How the cycles of a launch's blobs become host ns; see the module doc. `hint`: what the device's other
     launches measured, used when this one has no markers."""
-    bits = 36 if arch == "rdna3" else 52
+    blobs, target, tdiff_ns = la.blobs, la.target, la.tdiff_ns
+    span_st, span_en = _span(la)
+    bits = 36 if la.arch == "rdna3" else 52
     near = (span_st - tdiff_ns) // REF_NS if span_st is not None else None
     marks = {i: clean_markers(b.markers, bits, near) for i, b in enumerate(blobs)}
     maps = {i: m for i, mk in marks.items() if (m := marker_map(mk)) is not None}

@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .. import pickles
+from ..forks import SERIAL, Executor
 from ..gcpause import gc_paused
 from ..pickles import InputError, StandInType, Stub, brief, class_name, qualname, streaming
 from ..records import (
@@ -52,15 +53,16 @@ EMPTY = Release("unknown", "ambiguous", "empty profile: nothing to tell the rele
 STREAM_MIN_BYTES = 256 << 20  # profiles this big are read batch by batch (pickles.streaming): memory stays bounded
 
 
-def load_profile(path: str | Path, tinygrad_version: str | None = None) -> Profile:
-    """Read a tinygrad profile.pkl safely (nothing in it is executed) into version-neutral records."""
+def load_profile(path: str | Path, tinygrad_version: str | None = None, executor: Executor = SERIAL) -> Profile:
+    """Read a tinygrad profile.pkl safely (nothing in it is executed) into version-neutral records; a big one is
+    read in `executor`'s workers too (pickles.streaming)."""
     with gc_paused():
-        prof = stream_profile(path, tinygrad_version)
+        prof = stream_profile(path, tinygrad_version, executor=executor)
         return prof if prof is not None else profile_from(*pickles.load(path), str(path), tinygrad_version)
 
 
-def stream_profile(path: str | Path, tinygrad_version: str | None = None, min_bytes: int | None = None
-                   ) -> Profile | None:
+def stream_profile(path: str | Path, tinygrad_version: str | None = None, min_bytes: int | None = None,
+                   executor: Executor = SERIAL) -> Profile | None:
     """The profile in a big file, read while it is unpickled; None if the file is small or not streamable (the
     caller then loads it whole, which also gives the usual errors)."""
     try:
@@ -77,7 +79,8 @@ def stream_profile(path: str | Path, tinygrad_version: str | None = None, min_by
 
     try:
         classes, part = streaming.stream(path, consume, tail=partial(_Reader, str(path), tail=True),
-                                         min_front=LEAF_EVENTS)  # the front has the events the release is told by
+                                         min_front=LEAF_EVENTS,  # the front has the events the release is told by
+                                         executor=executor)
         if part is not None:
             reader.merge(part)
     except (streaming.StreamAbort, *_LAYOUT_ERRORS):  # the whole-file load decides (and words any error)

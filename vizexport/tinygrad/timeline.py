@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..devices import HOST, device_root, is_copy, is_copy_engine, natural
-from ..forks import forked
+from ..forks import SERIAL, Executor
 from ..limits import TEXT_CAP, capped
 from ..pma import add_pma_tracks
 from ..records import Alloc, Exec, Marker, Profile, RewriteLog, Span
@@ -99,10 +99,11 @@ def _fits(stack: list[int], st: int, en: int) -> bool:
 
 
 def build_timeline(prof: Profile, rewrites: RewriteLog | None = None, launches: list[Launch] | None = None,
-                   stages: frozenset[str] = ALL_STAGES) -> Timeline:
+                   stages: frozenset[str] = ALL_STAGES, executor: Executor = SERIAL) -> Timeline:
     """The profile's tracks (and, with its rewrites trace, kernel estimates and codegen names). `launches`: the
     profile's SQTT/PMC launches, decoded (sqtt.load_launches) unless given (or CAPTURES is not a stage). `stages`:
-    what to build besides the device tracks (ALL_STAGES: everything)."""
+    what to build besides the device tracks (ALL_STAGES: everything). `executor`: where a big profile's host spans
+    are prepared meanwhile (SERIAL: here, in turn)."""
     unknown = stages - ALL_STAGES
     if unknown:
         raise ValueError(f"no timeline stage {', '.join(sorted(unknown))} (stages: {', '.join(sorted(ALL_STAGES))})")
@@ -110,7 +111,7 @@ def build_timeline(prof: Profile, rewrites: RewriteLog | None = None, launches: 
         launches = []
     elif launches is None:
         launches = load_launches(prof) if prof.captures else []
-    return _Builder(prof, rewrites, launches, stages).build()
+    return _Builder(prof, rewrites, launches, stages, executor).build()
 
 
 @dataclass
@@ -232,9 +233,9 @@ def _host_columns(spans: list[Span], by_dev: dict[str, list[int]] | None = None,
 
 class _Builder:
     def __init__(self, prof: Profile, rewrites: RewriteLog | None, launches: list[Launch],
-                 stages: frozenset[str] = ALL_STAGES) -> None:
+                 stages: frozenset[str] = ALL_STAGES, executor: Executor = SERIAL) -> None:
         self.p, self.tl, self.launches = prof, Timeline(prof.path), launches
-        self.stages = stages
+        self.stages, self.executor = stages, executor
         self.est = Estimates(rewrites) if rewrites is not None else None
         self.placed: dict[int, tuple[Track, int]] = {}  # device span index → (track, event index)
         self.batches: dict[int, tuple[Track, int]] = {}  # graph batch index → its `batched N` slice
@@ -266,7 +267,7 @@ class _Builder:
         # it groups the spans by device itself, so that it starts at once, while this process does the same for the rest
         host = HOST_SPANS in self.stages
         biggest = partial(_host_columns, self.p.spans, biggest=True)
-        biggest = forked(biggest) if host and len(self.p.spans) >= FORK_SPANS else biggest
+        biggest = self.executor.forked(biggest) if host and len(self.p.spans) >= FORK_SPANS else biggest
         spans_by_dev = _by_device(self.p.spans)
         columns = _host_columns(self.p.spans, spans_by_dev, biggest=False) if host else {}
         device_spans = sorted(chain.from_iterable(idx for d, idx in spans_by_dev.items() if d not in HOST))
