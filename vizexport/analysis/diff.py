@@ -155,7 +155,7 @@ def _wide(pairs: list[tuple[list[Runs], list[Runs]]], alpha: float) -> RunWide:
             logs.append(estimate(da, db, paired))
             medians.append((float(np.median(da)), float(np.median(db))))
     shift = run_wide(logs).shift
-    return run_wide(logs, [after / shift - before for before, after in medians])
+    return run_wide(logs, [(before, after / shift - before) for before, after in medians])
 
 
 def _significant(k: KernelChange) -> bool:

@@ -38,6 +38,7 @@ MIN_PAIRS = 3  # paired launches: fewer show no spread of their ratios
 MIN_KERNELS = 3  # kernels whose changes give the run-wide shift and spread (fewer: none is set aside; the median of
 # three is not moved by one kernel's regression)
 JITTER_QUANTILE = 0.9  # a kernel's own move passes what 90% of the kernels move anyway (a tenth may truly change)
+JITTER_REACH = 10  # a jitter J moves kernels up to 10·J long by a factor worth a look; longer ones move by their own
 MAD_SD = 1.4826  # median absolute deviation → standard deviation, for normal data
 Z = NormalDist().inv_cdf(0.5 + CONFIDENCE / 2)
 RESAMPLES = 2000
@@ -68,8 +69,7 @@ class Change:
     q: float | None = None
     median_ratio: float | None = None  # median after / median before (the change of the median itself)
     shift: float = 1.0  # the run-wide change the test set aside (RunWide): ratio / shift is the kernel's own
-    stands_out: bool = True  # beyond what kernels move anyway between runs (diff: RunWide.jitter; history: the
-    # earlier runs' range)
+    stands_out: bool = True  # beyond what kernels move by an amount anyway between runs (diff: RunWide.jitter)
 
     @property
     def significant(self) -> bool:
@@ -92,15 +92,15 @@ class RunWide:
     jitter: float = 0.0  # ns: how far kernels' medians move by an amount (not a factor) between runs anyway
 
 
-def run_wide(estimates: list[tuple[float, float]], moves: list[float] | None = None) -> RunWide:
+def run_wide(estimates: list[tuple[float, float]], moves: list[tuple[float, float]] | None = None) -> RunWide:
     """From each kernel's (log change, its standard error; NaN for a single launch a side): the shift is the median
     change (a run on a busier machine, or with its clocks elsewhere, moves every kernel alike; one kernel's regression
     barely moves the median), the spread what the kernels' changes scatter beyond their own noise (robust: 1.4826 ×
     their median absolute deviation, less the median squared standard error; as a meta-analysis' between-study
-    variance). `moves`: each kernel's median after less its median before (ns, the shift set aside); the jitter,
-    their JITTER_QUANTILE of absolute moves, is what a kernel's own move must pass: a device whose short launches
-    take some microseconds more or less from run to run (a CPU waking its threads) moves small kernels by factors
-    that say nothing.
+    variance). `moves`: each kernel's median before and its median after less that (ns, the shift set aside); the
+    jitter (see `jitter`) is what a kernel's own move must pass: a device whose short launches take some
+    microseconds more or less from run to run (a CPU waking its threads) moves small kernels by factors that say
+    nothing.
     Fewer than MIN_KERNELS kernels tell neither: none is set aside."""
     if len(estimates) < MIN_KERNELS:
         return RunWide()
@@ -108,8 +108,24 @@ def run_wide(estimates: list[tuple[float, float]], moves: list[float] | None = N
     g = float(np.median(x))
     mad = MAD_SD * float(np.median(np.abs(x - g)))
     noise = float(np.median(se[np.isfinite(se)] ** 2)) if np.isfinite(se).any() else 0.0
-    jitter = float(np.quantile(np.abs(moves), JITTER_QUANTILE)) if moves else 0.0
-    return RunWide(float(np.exp(g)), math.sqrt(max(0.0, mad ** 2 - noise)), jitter)
+    return RunWide(float(np.exp(g)), math.sqrt(max(0.0, mad ** 2 - noise)), jitter(moves) if moves else 0.0)
+
+
+def jitter(moves: list[tuple[float, float]]) -> float:
+    """The JITTER_QUANTILE of the kernels' absolute moves (ns), over the kernels short enough for it to matter: a long
+    kernel's move is its factor's (the spread), so the kernels kept are those within JITTER_REACH × the jitter,
+    narrowed until that settles (or too few kernels are left to tell)."""
+    before, move = np.abs(np.array(moves, np.float64)).T
+    j = float(np.quantile(move, JITTER_QUANTILE))
+    for _ in range(len(moves)):
+        short = before <= JITTER_REACH * j
+        if short.sum() < MIN_KERNELS:
+            break
+        nxt = float(np.quantile(move[short], JITTER_QUANTILE))
+        if nxt == j:
+            break
+        j = nxt
+    return j
 
 
 def compare(before: np.ndarray, after: np.ndarray, alpha: float = ALPHA, min_effect: float = MIN_EFFECT,
