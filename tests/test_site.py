@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import threading
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -206,8 +207,8 @@ def test_open_serves_trace_once(tmp_path: Path, demo_site: Path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     trace = demo_site / "trace.pftrace"
-    proc = subprocess.Popen(["python", "-m", "vizexport", "open", str(trace), "--no-browser", "--port", str(port)],
-                            stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    proc = subprocess.Popen([sys.executable, "-m", "vizexport", "open", str(trace), "--no-browser", "--port",
+                             str(port)], stdout=subprocess.PIPE, text=True, cwd=ROOT)
     try:
         line = proc.stdout.readline() + proc.stdout.readline()
         assert f"https://ui.perfetto.dev/#!/?url=http://127.0.0.1:{port}/trace.pftrace" in line
