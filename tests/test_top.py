@@ -70,7 +70,7 @@ def test_totals_equal_the_release_viewer_on_the_corpus(folder: Path, tmp_path: P
     import gzip
     view = json.loads(gzip.decompress((folder / "figures.json.gz").read_bytes()))["profile"]
     prof, log = load_set(folder, tmp_path)
-    table = kernel_table(vizexport.build_timeline(prof, log), log.contexts if log else None)
+    table = kernel_table(vizexport.build_timeline(prof, log))
     assert_same_totals(viewer_totals(view["tracks"]), top_totals(table))
     assert sum(k.share for k in table.kernels if k.device == "NULL") == pytest.approx(100) or "NULL" not in {
         k.device for k in table.kernels}
@@ -251,10 +251,11 @@ def test_each_kernel_finds_the_program_that_made_it(key: str):
     kernels = [k for k in table.kernels if k.category not in ("copy", "graph batch")]
     assert kernels and all(k.program for k in kernels) == (key == "sample")
     for k in kernels:
-        ctx = log.contexts[index.find(k.program, k.name)]
+        ctx = log.contexts[index.find(bytes.fromhex(k.program) if k.program else None, k.name)]
         assert ctx.key.name == k.name and ctx.program
     # the linked program's UOps reach the category: a WMMA among them makes the kernel a tensor-core matmul
-    ctx = log.contexts[index.find(kernels[0].program, kernels[0].name)]
+    ctx = log.contexts[index.find(bytes.fromhex(kernels[0].program) if kernels[0].program else None,
+                                  kernels[0].name)]
     ctx.program = [*ctx.program, "  99 Ops.WMMA              dtypes.float.vec(8)   [1, 2, 3]   x"]
     row = next(k for k in vizexport.kernel_table(prof, log).kernels if (k.device, k.program, k.name) == (
         kernels[0].device, kernels[0].program, kernels[0].name))

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from .launchtable import LaunchTable
 from .limits import capped
 
 
@@ -33,8 +34,8 @@ class Role(str, Enum):
     PMA = "pma"  # NVIDIA PMA stall samples of a launch
 
 
-# Slice arguments with a meaning beyond display: readers set them, analyses rely on them. Every other argument is
-# shown as it is.
+# Slice arguments with a meaning beyond display: readers set them, and the ones a launch has repeat its row of the
+# launch table (Timeline.launches), which analyses read. Every other argument is shown as it is.
 ARG_PROGRAM = "profile_key"  # the launched program (hex key)
 ARG_GFLOPS = "GFLOPS"  # achieved, from the program's compile-time estimate
 ARG_GBS_MEM = "GB/s mem"
@@ -104,6 +105,7 @@ class Timeline:
         self.stacks: list[tuple[Frame, ...]] = []  # callstacks, outermost frame first
         self._stack_ids: dict[tuple[Frame, ...], int] = {}
         self._next_flow = 1
+        self.launches = LaunchTable()  # the device launches as columns (filled by the reader; a window's: its run's)
 
     def flow(self, src: Track, i: int, dst: Track, j: int, kind: str = FLOW_DEP) -> int:
         """A new flow from event i of src to event j of dst; returns its id."""

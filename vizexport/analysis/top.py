@@ -9,16 +9,13 @@ device too, so the batches are kept out of the device's share).
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..errors import InputError
-from ..records import Context
 from ..timeline import Role, Timeline
 from .launches import Runs, by_total, device_ns, group_launches, labels, launch_tracks
-from .programs import ProgramIndex
 
 P90 = 90  # the high percentile shown (numpy's default linear interpolation between launches)
 
@@ -81,13 +78,11 @@ def marker_window(tl: Timeline, start: str, end: str) -> tuple[int, int]:
     return first[start], first[end]
 
 
-def kernel_table(tl: Timeline, contexts: Sequence[Context] | None = None, between: tuple[str, str] | None = None,
-                 device: str | None = None) -> KernelTable:
-    """The kernel table of a timeline. `contexts`: the rewrites trace's, to find each program's UOps (a WMMA makes
-    a tensor-core kernel); `between`: two marker names, keeping launches that start at or after the first and at or
-    before the second; `device`: a device string or root device to keep."""
+def kernel_table(tl: Timeline, between: tuple[str, str] | None = None, device: str | None = None) -> KernelTable:
+    """The kernel table of a timeline (its launch table). `between`: two marker names, keeping launches that start
+    at or after the first and at or before the second; `device`: a device string or root device to keep."""
     window = marker_window(tl, *between) if between else None
-    runs = group_launches(tl, ProgramIndex(contexts) if contexts else None, True, launch_tracks(tl, device), window)
+    runs = group_launches(tl, True, launch_tracks(tl, device), window)
     totals = device_ns(runs)  # devices in the order of their first launching track
     runs.sort(key=by_total)
     names = labels([r.kernel for r in runs])

@@ -267,7 +267,7 @@ def _kernels(timeline: Timeline | None, contexts: list[ContextPage], listings: l
     code = {x.key.hex() if x.key else x.name: x for x in listings}
     out = []
     for n, (k, label) in enumerate(zip(kernels, labels(kernels), strict=True)):
-        found = index.find(k.program, k.name)
+        found = index.find(k.key, k.name)
         ctx = contexts[found] if found is not None else None
         kp = KernelPage(k, f"kernel/{page_name(label, n)}.html", label, ctx, code.get(k.program or k.name))
         if ctx is not None:
