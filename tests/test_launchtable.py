@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 
 import vizexport
-from vizexport.analysis.launches import kernel_runs
+from vizexport.analysis.launches import group_launches, kernel_runs
 from vizexport.analysis.report import build_report
 from vizexport.launchtable import CATEGORIES, COPY, GRAPH, NONE, LaunchTable, rate
+from vizexport.limits import NAME_CAP, capped
 from vizexport.perfetto import chrome
 from vizexport.perfetto.kineto import KinetoLayout
 from vizexport.programs import ProgramIndex
@@ -23,7 +24,8 @@ from vizexport.run import DIFF_STAGES, Run
 from vizexport.timeline import ARG_GBS_LDS, ARG_GBS_MEM, ARG_GFLOPS, ARG_LAUNCH_LATENCY, ARG_PROGRAM, Role, Timeline
 from vizexport.tinygrad.categories import category
 
-from .conftest import FIXTURES, ROOT
+from . import tinyfake as tf
+from .conftest import FIXTURES, ROOT, run_cli
 
 SAMPLE = ROOT / "vizexport" / "data" / "sample"
 CORPUS = ROOT / "tests" / "data" / "corpus"
@@ -158,3 +160,38 @@ def test_a_hand_built_timeline_has_an_empty_table():
     t.names.append(tl.intern("E_4"))
     assert isinstance(tl.launches, LaunchTable) and len(tl.launches) == 0 and tl.launches.rows(t.uuid) == slice(0, 0)
     assert kernel_runs(tl) == []
+
+
+def test_crafted_launches_fill_the_table_as_shown(tmp_path: Path):
+    """Attack inputs: a name whose copy marker lies past the name cap (the category is the shown name's), program
+    keys that are no bytes (no program), an empty key (a program of its own), two programs of one name launched in
+    the reverse order of their first launch elsewhere, and a range ending before it starts (an instant)."""
+    long = "E_" + "x" * NAME_CAP + " -> NULL:1"
+    events = [tf.span("NULL:1", "r_2", 0.5, 0.8, profile_key=b"\x02"), tf.span("NULL:1", "r_2", 0.9, 1.0,
+                                                                                profile_key=b"\x01"),
+              tf.span(name=long, st=1.0, en=2.0), tf.span(name="E_4", st=3.0, en=4.0, profile_key=7),
+              tf.span(name="E_4", st=5.0, en=6.0, profile_key="ab"), tf.span(name="E_4", st=7.0, en=8.0,
+                                                                            profile_key=b""),
+              tf.span(name="r_2", st=9.0, en=10.0, profile_key=b"\x01"),
+              tf.span(name="r_2", st=11.0, en=12.0, profile_key=b"\x02"), tf.span(name="E_9", st=14.0, en=13.0)]
+    path = tmp_path / "profile.pkl"
+    path.write_bytes(tf.profile(*events))
+    tl = vizexport.build_timeline(vizexport.load_profile(path))
+    tab = tl.launches
+    null = next(t for t in tl.tracks if t.name == "NULL" and t.role == Role.QUEUE)
+    rows = tab.rows(null.uuid)
+    names = [tl.strings[n] for n in tab.name[rows].tolist()]
+    assert names[0] == capped(long) and " -> " not in names[0]
+    assert [CATEGORIES[c] for c in tab.category[rows].tolist()] == ["elementwise"] * 4 + ["reduce"] * 2 + \
+        ["elementwise"]
+    keys = [tab.programs[p] if p != NONE else None for p in tab.program[rows].tolist()]
+    assert keys == [None, None, None, b"", b"\x01", b"\x02", None] and tab.dur[rows].tolist()[-1] == -1
+    runs = [r for r in kernel_runs(tl) if r.kernel.device == "NULL"]
+    assert sorted((r.kernel.name[:3], b"-" if r.kernel.key is None else r.kernel.key, r.count) for r in runs) == [
+        ("E_4", b"", 1), ("E_4", b"-", 2), ("E_x", b"-", 1), ("r_2", b"\x01", 1), ("r_2", b"\x02", 1)]
+    # within a track, a name's programs in the order that track first launches them (as the args dicts gave them)
+    assert [r.kernel.key for r in group_launches(tl) if r.kernel.device == "NULL:1"] == [b"\x02", b"\x01"]
+    rc = run_cli("top", path, "--json")
+    assert rc.returncode == 0 and rc.stderr == ""
+    top = json.loads(rc.stdout)
+    assert [k["program"] for k in top["kernels"] if k["device"] == "NULL" and k["name"] == "r_2"] == ["01", "02"]
