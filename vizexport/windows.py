@@ -84,6 +84,7 @@ def plan(tl: Timeline, budget: int = WINDOW_EVENTS) -> list[Window]:
 def _empty_like(tl: Timeline) -> Timeline:
     out = Timeline(tl.title)
     out.strings, out._ids = tl.strings, tl._ids  # shared: a window names what the run names
+    out.launches = tl.launches  # and launches what the run launches (its rows index the run's tracks)
     out.stacks, out._stack_ids, out.flow_kinds = tl.stacks, tl._stack_ids, tl.flow_kinds  # and its callstacks, flows
     out.metadata, out.device_props = tl.metadata, tl.device_props
     return out

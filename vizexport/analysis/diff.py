@@ -14,7 +14,6 @@ import numpy as np
 from ..timeline import Role, Timeline
 from .intervals import clip, measure
 from .launches import Runs, columns, kernel_runs
-from .programs import ProgramIndex
 from .report import time_range
 from .stats import ALPHA, FASTER, METHOD, MIN_EFFECT, SLOWER, Change, RunWide, adjust, compare, estimate, run_wide
 
@@ -110,10 +109,10 @@ class Diff:
         return [k for k in self.kernels if k.verdict == SLOWER and k.ratio is not None and k.ratio - 1 > pct / 100]
 
 
-def diff_runs(base: Timeline, pr: Timeline, base_programs: ProgramIndex | None = None,
-              pr_programs: ProgramIndex | None = None, alpha: float = ALPHA,
-              min_effect: float = MIN_EFFECT, releases: tuple[str, str] = ("", "")) -> Diff:
-    a, b = kernel_runs(base, base_programs), kernel_runs(pr, pr_programs)
+def diff_runs(base: Timeline, pr: Timeline, alpha: float = ALPHA, min_effect: float = MIN_EFFECT,
+              releases: tuple[str, str] = ("", "")) -> Diff:
+    """What changed from the launches of `base` (its launch table) to those of `pr`."""
+    a, b = kernel_runs(base), kernel_runs(pr)
     kernels, wide = kernel_changes(a, b, alpha, min_effect)
     return Diff(_side(base, a, releases[0]), _side(pr, b, releases[1]), METHOD, alpha, min_effect,
                 dict(Counter(k.verdict for k in kernels)), kernels, _totals(a, b, lambda r: r.kernel.device, True),
