@@ -174,7 +174,8 @@ def test_bad_inputs(train: dict, tmp_path: Path):
     r = run_cli("diff", train["base"], train["base"], "-o", tmp_path / "d.txt")
     assert r.returncode == 1 and "unknown output format" in r.stderr and not (tmp_path / "d.txt").exists()
     r = run_cli(train["base"], "-o", tmp_path / "t.json", "--baseline", train["base"])
-    assert r.returncode == 1 and "name a folder" in r.stderr and not (tmp_path / "t.json").exists()
+    # a usage error since --baseline on a trace is refused before reading (exit 2)
+    assert r.returncode == 2 and "--baseline shapes a site" in r.stderr and not (tmp_path / "t.json").exists()
 
 
 def test_stats_reach():
