@@ -146,7 +146,9 @@ def test_names_are_shown_escaped_not_dropped(hostile: dict):
         assert shown(k) in top and shown(k)[:10] in runs["top"].stdout, k
     assert r"E_cr\x0dX" in report and r"E_\x1b]0;title\x07" in report and r"E_\x9b31m" in report
     info = runs["info"].stdout.splitlines()  # a newline in a name does not make a line of its own
-    assert len(info) == 8 and info[4] == r"  NULL:1\x0a\x0a## All good\x0a\x0a<!-- range 60"
+    assert len(info) == 11 and info[4] == r"  NULL:1\x0a\x0a## All good\x0a\x0a<!-- range 60"
+    # the markers info lists, escaped too
+    assert info[7].startswith(r"    \x0a::stop-commands::pwn\x1b[2K  ×1") and info[8].startswith("    <!-- m2 ")
     assert r"  \x3a:warning::x" in top and r"#\x23[error]legacy" in top  # workflow commands, wherever the name is
     assert f"busiest {shown(HOSTILE_DEVICE)}" in runs["report-md"].stdout  # the `wrote` line's headline
     assert r"ctx\x0a::add-mask::ctx\x1b]0;t\x07 @mention" in runs["show"].stdout
