@@ -164,7 +164,7 @@ class _Columns(NamedTuple):
     category: np.ndarray  # codes into CATEGORIES
     code: np.ndarray  # program codes (see _program_codes)
     keys: list[bytes]
-    work: np.ndarray | None  # n × 3: FLOPs, memory bytes, LDS bytes (NaN: no estimate); None: slices (none)
+    work: tuple[np.ndarray, ...] | None  # FLOPs, memory bytes, LDS bytes (NaN: no estimate); None: slices (none)
 
 
 def _columns(tl: Timeline, t: Track, by_program: bool) -> _Columns:
@@ -176,7 +176,7 @@ def _columns(tl: Timeline, t: Track, by_program: bool) -> _Columns:
         return _Columns(ts, dur, names, np.full(n, CATEGORIES.index(OTHER), np.int8), np.zeros(n, np.int64), [], None)
     rows = tab.rows(t.uuid)
     code, keys = _program_codes(tab, rows) if by_program else (np.zeros(len(tab.ts[rows]), np.int64), [])
-    work = np.stack([tab.flops[rows], tab.mem[rows], tab.lds[rows]], axis=1)
+    work = (tab.flops[rows], tab.mem[rows], tab.lds[rows])
     return _Columns(tab.ts[rows], tab.dur[rows], tab.name[rows], tab.category[rows], code, keys, work)
 
 
@@ -195,12 +195,20 @@ def _track_groups(tl: Timeline, t: Track, by_program: bool, window: tuple[int, i
     for g, key in enumerate(uniq.tolist()):
         name, c = divmod(key, base)
         i = idx[grouped[bounds[g]:bounds[g + 1]]]
-        wk = work[i] if work is not None else np.full((len(i), 3), np.nan)
-        has = ~np.isnan(wk[:, 0])
-        d = dur[i[has]]
-        yield KernelId(t.name, tl.strings[name], keys[c - 1] if c else None), _Chunk(
-            t, i, int(cats[i[0]]), ts[i], dur[i], d, np.array(rates(wk[has, 0], d)) * d,
-            np.array(rates(np.nan_to_num(wk[has, 1]), d)) * d, tuple(x[~np.isnan(x)] for x in wk.T))
+        yield KernelId(t.name, tl.strings[name], keys[c - 1] if c else None), _chunk(
+            t, i, int(cats[i[0]]), ts, dur, None if work is None else [x[i] for x in work])
+
+
+def _chunk(t: Track, i: np.ndarray, category: int, ts: np.ndarray, dur: np.ndarray,
+           work: list[np.ndarray] | None) -> _Chunk:
+    """The launches `i` of track `t`, `work`: their FLOPs, memory and LDS bytes (NaN: none), None for slices."""
+    if work is None:
+        none = np.zeros(0)
+        return _Chunk(t, i, category, ts[i], dur[i], np.zeros(0, np.int64), none, none, (none,) * 3)
+    has = ~np.isnan(work[0])
+    d = dur[i[has]]
+    return _Chunk(t, i, category, ts[i], dur[i], d, np.array(rates(work[0][has], d)) * d,
+                  np.array(rates(np.nan_to_num(work[1][has]), d)) * d, tuple(x[~np.isnan(x)] for x in work))
 
 
 def _program_codes(tab: LaunchTable, rows: slice) -> tuple[np.ndarray, list[bytes]]:
