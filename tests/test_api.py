@@ -98,8 +98,8 @@ def test_memory_peak_follows_time():
 def test_kernel_categories_from_names_roles_and_uops():
     """tinygrad's naming (r_ reduces, E_ does not, copies are 'a -> b'), the track's role, and a WMMA in the
     program's UOps; every kernel of the sample gets one."""
-    from vizexport.analysis import category
     from vizexport.timeline import Role
+    from vizexport.tinygrad.categories import category
     assert category("r_32_32_32") == "reduce" and category("E_4_4") == "elementwise"
     assert category("E") == category("En8") == "elementwise" and category("r") == category("r_8_4n1") == "reduce"
     assert category("Eval") == category("rand") == "other"

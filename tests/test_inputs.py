@@ -295,7 +295,8 @@ def test_first_words_within_a_second_and_whole_counts(tmp_path: Path):
     text = seen.decode()
     assert text.startswith("\rvizexport: starting · 0 s\x1b[K")
     assert "\rreading profile.pkl, rewrites.pkl (318.0 KiB) · 0 s\x1b[K" in text
-    assert "writing rewrite contexts:" in text and "| 20/20 contexts [" in text
+    # whole counts of the 20 contexts (tqdm draws at most every 0.1 s: the last count shown varies with the load)
+    assert "writing rewrite contexts:" in text and re.search(r"\| \d+/20 contexts \[", text)
     assert not re.search(r"\d\.\d+/\d", text)  # no float counts
     piped = run_cli(SAMPLE / "profile.pkl", "-o", tmp_path / "t.pftrace")
     assert piped.returncode == 0 and piped.stderr == ""  # nothing of this in pipes or logs

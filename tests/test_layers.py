@@ -18,8 +18,8 @@ HEAVY = ("jinja2", "matplotlib", "graphviz", "pygments", "elftools", "scipy", "g
 READERS = ("vizexport.pickles", "vizexport.tinygrad", "vizexport.sqtt", "vizexport.pma")
 WRITERS = ("vizexport.perfetto", "vizexport.graphs", "vizexport.site", "vizexport.report", "vizexport.info",
            "vizexport.analysis", "vizexport.run", "vizexport.writers", "vizexport.api", "vizexport.cli")
-MODEL = ("records", "timeline", "summary", "windows", "devices", "units", "walks", "errors", "output", "forks",
-         "gcpause", "limits")
+MODEL = ("records", "timeline", "launchtable", "programs", "summary", "windows", "devices", "units", "walks", "errors",
+         "output", "forks", "gcpause", "limits")
 
 
 def _cycles(graph: grimp.ImportGraph) -> list[list[str]]:
@@ -89,7 +89,8 @@ def _heavy(mods: list[str]) -> set[str]:
 @pytest.mark.parametrize(("module", "expected"), [
     ("vizexport", {"vizexport", "vizexport._version"}),
     ("vizexport.timeline", {"vizexport", "vizexport._version", "vizexport.timeline", "vizexport.limits",
-                            "vizexport.errors", "vizexport.text"}),  # leaves: the name cap (text: surrogates)
+                            "vizexport.errors", "vizexport.text",  # leaves: the name cap (text: surrogates)
+                            "vizexport.launchtable"}),  # the model's launch table
     ("vizexport.records", {"vizexport", "vizexport._version", "vizexport.records"}),
 ])
 def test_model_imports_alone(module: str, expected: set[str]):
@@ -108,7 +109,7 @@ def test_whole_model_loads_no_reader_writer_or_heavy_dependency():
 def test_face_loads_a_name_s_module_on_first_use():
     mods = _loaded("import vizexport", "vizexport.Timeline", "from vizexport import InputError")
     assert _ours(mods) == {"vizexport", "vizexport._version", "vizexport.timeline", "vizexport.errors",
-                           "vizexport.limits", "vizexport.text"}
+                           "vizexport.limits", "vizexport.text", "vizexport.launchtable"}
     mods = _loaded("import vizexport", "vizexport.load_profile")
     assert {"vizexport.api", "vizexport.tinygrad", "vizexport.perfetto"} <= _ours(mods)
     mods = _loaded("import vizexport", "vizexport.Run")

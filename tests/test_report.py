@@ -12,8 +12,8 @@ import pytest
 
 import vizexport
 from vizexport.analysis import hostside
-from vizexport.analysis.categories import COPY, ELEMENTWISE, REDUCE
 from vizexport.devices import device_root, is_copy
+from vizexport.launchtable import COPY, ELEMENTWISE, REDUCE
 from vizexport.records import to_json
 from vizexport.report import report_text
 from vizexport.tinygrad.launches import link_launches

@@ -11,7 +11,6 @@ import vizexport
 from vizexport import run as run_mod
 from vizexport.analysis import kernel_table
 from vizexport.analysis.diff import diff_runs
-from vizexport.analysis.programs import program_index
 from vizexport.errors import InputError
 from vizexport.records import to_json
 from vizexport.run import DIFF_STAGES, AnswerOptions, Run
@@ -39,9 +38,8 @@ def _inputs(profile: Path) -> tuple[vizexport.Profile, vizexport.RewriteLog | No
 def test_top_from_device_tracks_alone_is_the_full_builds(profile: Path):
     prof, log = _inputs(profile)
     full = vizexport.build_timeline(prof, log)
-    contexts = log.contexts if log else None
     run = Run.of(prof, log)
-    assert to_json(run.kernel_table) == to_json(kernel_table(full, contexts))
+    assert to_json(run.kernel_table) == to_json(kernel_table(full))
     assert "timeline" not in run.__dict__  # the full timeline was never built
     stage = run.stage(run_mod.TOP_STAGES)
     assert {t.role for t in stage.tracks} <= DEVICE_ROLES and stage.n_events() < full.n_events()
@@ -51,7 +49,7 @@ def test_top_from_device_tracks_alone_is_the_full_builds(profile: Path):
                       if t.role in (Role.QUEUE, Role.COPY, Role.GRAPH)]
     for device in sorted({k.device for k in run.kernel_table.kernels})[:2]:
         one = Run.of(prof, log, answers=AnswerOptions(device=device)).kernel_table
-        assert to_json(one) == to_json(kernel_table(full, contexts, device=device)) and one.kernels
+        assert to_json(one) == to_json(kernel_table(full, device=device)) and one.kernels
 
 
 def test_between_adds_only_the_markers():
@@ -59,7 +57,7 @@ def test_between_adds_only_the_markers():
     pair = ("jit step 1", "jit step 3")
     run = Run.of(prof, log, answers=AnswerOptions(between=pair))
     table = run.kernel_table
-    assert to_json(table) == to_json(kernel_table(vizexport.build_timeline(prof, log), log.contexts, pair))
+    assert to_json(table) == to_json(kernel_table(vizexport.build_timeline(prof, log), pair))
     assert sum(k.launches for k in table.kernels + table.batches) == 12
     (stage,) = run._stages.values()
     assert {t.role for t in stage.tracks} == DEVICE_ROLES | {Role.MARKERS}
@@ -70,7 +68,7 @@ def test_diff_from_its_stage_is_the_full_builds(profile: Path):
     prof, log = _inputs(profile)
     base, base_log = _inputs(SAMPLE / "profile.pkl")
     full = diff_runs(vizexport.build_timeline(base, base_log), vizexport.build_timeline(prof, log),
-                     program_index(base_log), program_index(log), releases=(base.release.name, prof.release.name))
+                     releases=(base.release.name, prof.release.name))
     run = Run.of(prof, log, baseline=Run.of(base, base_log))
     assert to_json(run.diff) == to_json(full) and full.kernels
     assert list(run._stages) == [DIFF_STAGES] and "timeline" not in run.__dict__

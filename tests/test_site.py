@@ -475,13 +475,13 @@ def test_kernel_page_source_is_each_launch_program(tmp_path: Path, name: str, pr
     import html
     import re
 
-    from vizexport.tinygrad.estimates import Estimates
+    from vizexport.tinygrad.estimates import LaunchEstimates
     for p in (profile, rewrites):
         if p.suffix == ".gz":
             (tmp_path / p.stem).write_bytes(gzip.decompress(p.read_bytes()))
     prof = vizexport.load_profile(tmp_path / profile.stem if profile.suffix == ".gz" else profile)
     log = vizexport.load_rewrites(tmp_path / rewrites.stem if rewrites.suffix == ".gz" else rewrites)
-    est = Estimates(log)
+    est = LaunchEstimates(log)
     expected: dict[tuple[int, int], set] = defaultdict(set)
     for s in prof.spans:
         if s.en is not None and s.en > s.st:

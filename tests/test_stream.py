@@ -17,7 +17,7 @@ from vizexport import forks, pickles
 from vizexport.perfetto import proto
 from vizexport.pickles import InputError, opscan, streaming
 from vizexport.pickles.streaming import StreamAbort
-from vizexport.tinygrad.profile import _Reader, profile_from, stream_profile
+from vizexport.tinygrad.profile import _EventReader, profile_from, stream_profile
 from vizexport.tinygrad.timeline import build_timeline
 
 from .conftest import ROOT, fixture_params
@@ -246,8 +246,8 @@ def halves(monkeypatch):
     monkeypatch.setattr(streaming, "_BLOCK", 3)
     monkeypatch.setattr(forks, "default_jobs", lambda: 2)  # (the executor's `parallel`)
     merged: list = []
-    merge = _Reader.merge
-    monkeypatch.setattr(_Reader, "merge", lambda self, part: merged.append(part.n) or merge(self, part))
+    merge = _EventReader.merge
+    monkeypatch.setattr(_EventReader, "merge", lambda self, part: merged.append(part.n) or merge(self, part))
     return merged
 
 

@@ -17,6 +17,7 @@ import pytest
 import vizexport
 from vizexport.analysis import kernel_table, tables
 from vizexport.analysis.top import launch_tracks
+from vizexport.launchtable import LaunchRows, LaunchTableBuilder
 from vizexport.timeline import Role, Timeline
 
 from . import tinyfake as tf
@@ -73,7 +74,7 @@ def test_totals_equal_the_release_viewer_on_the_corpus(folder: Path, tmp_path: P
     import gzip
     view = json.loads(gzip.decompress((folder / "figures.json.gz").read_bytes()))["profile"]
     prof, log = load_set(folder, tmp_path)
-    table = kernel_table(vizexport.build_timeline(prof, log), log.contexts if log else None)
+    table = kernel_table(vizexport.build_timeline(prof, log))
     assert_same_totals(viewer_totals(view["tracks"]), top_totals(table))
     assert sum(k.share for k in table.kernels if k.device == "NULL") == pytest.approx(100) or "NULL" not in {
         k.device for k in table.kernels}
@@ -267,10 +268,11 @@ def test_each_kernel_finds_the_program_that_made_it(key: str):
     kernels = [k for k in table.kernels if k.category not in ("copy", "graph batch")]
     assert kernels and all(k.program for k in kernels) == (key == "sample")
     for k in kernels:
-        ctx = log.contexts[index.find(k.program, k.name)]
+        ctx = log.contexts[index.find(bytes.fromhex(k.program) if k.program else None, k.name)]
         assert ctx.key.name == k.name and ctx.program
     # the linked program's UOps reach the category: a WMMA among them makes the kernel a tensor-core matmul
-    ctx = log.contexts[index.find(kernels[0].program, kernels[0].name)]
+    ctx = log.contexts[index.find(bytes.fromhex(kernels[0].program) if kernels[0].program else None,
+                                  kernels[0].name)]
     ctx.program = [*ctx.program, "  99 Ops.WMMA              dtypes.float.vec(8)   [1, 2, 3]   x"]
     row = next(k for k in vizexport.kernel_table(prof, log).kernels if (k.device, k.program, k.name) == (
         kernels[0].device, kernels[0].program, kernels[0].name))
@@ -281,8 +283,8 @@ def test_each_kernel_finds_the_program_that_made_it(key: str):
 
 def test_by_name_sums_a_names_programs_and_host_lists_the_host_spans():
     prof, log = vizexport.load_profile(SAMPLE / "profile.pkl"), vizexport.load_rewrites(SAMPLE / "rewrites.pkl")
-    by_program = kernel_table(vizexport.build_timeline(prof, log), log.contexts)
-    by_name = kernel_table(vizexport.build_timeline(prof, log), log.contexts, by="name")
+    by_program = kernel_table(vizexport.build_timeline(prof, log))
+    by_name = kernel_table(vizexport.build_timeline(prof, log), by="name")
     null = [k for k in by_program.kernels if (k.device, k.name) == ("NULL", "E_4_4")]
     (e44,) = [k for k in by_name.kernels if (k.device, k.name) == ("NULL", "E_4_4")]
     assert len(null) == 2 and e44.program is None and e44.label == "E_4_4"
@@ -323,19 +325,22 @@ def test_rates_come_from_the_launches_work_not_their_rounded_rates():
     """A 52 ms launch of 10,000 FLOPs: 0.000192 GFLOPS, which its rounded rate (0.0) would show as 0."""
     tl = Timeline("t")
     q = tl.add_track("CPU", tl.add_track("CPU", None, "group", Role.DEVICE), "slice", Role.QUEUE)
-    for i, (dur, work) in enumerate(((52_000_000, (1e4, 4e4, None)), (8_000_000, None))):
+    for i, dur in enumerate((52_000_000, 8_000_000)):
         q.ts.append(i * 10**8)
         q.dur.append(dur)
         q.names.append(tl.intern("E_4"))
-        q.args[i] = {"GFLOPS": 0.0, "GB/s mem": 0.001}
-        if work is not None:
-            q.work[i] = work
+        q.args[i] = {"GFLOPS": 0.0, "GB/s mem": 0.001}  # rounded for display: the rates are not made of them
+    table = LaunchTableBuilder()
+    table.add(q.uuid, LaunchRows(np.array(q.ts, np.int64), np.array(q.dur, np.int64), np.array(q.names, np.int32),
+                                 [None, None], np.zeros(2, np.int8), np.array([1e4, np.nan]),
+                                 np.array([4e4, np.nan]), np.array([np.nan, np.nan])))
+    tl.launches = table.table([q.uuid])
     (k,) = kernel_table(tl).kernels
-    # over all 60 ms, as viz.cli -t: the second launch (no work, its rounded rates) adds 0 and 0.001 GB/s × 8 ms
-    assert k.gflops == pytest.approx(1e4 / 60e6) and k.gbs == pytest.approx((4e4 + 0.001 * 8e6) / 60e6)
-    assert k.gbs_lds is None
+    # over all 60 ms, as viz.cli -t: the second launch (no estimates) adds its time, no work
+    assert k.gflops == pytest.approx(1e4 / 60e6) and k.gbs == pytest.approx(4e4 / 60e6)
+    assert k.gbs_lds is None and k.category == "elementwise"
     row = tables.as_text(vizexport.analysis.KernelTable([k], {"CPU": k.total_ns})).splitlines()[2]
-    assert row.split()[8:11] == ["0.000167", "0.0008", "-"]
+    assert row.split()[8:11] == ["0.000167", "0.000667", "-"]
 
 
 def test_note_says_why_launches_are_missing(tmp_path: Path):

@@ -67,7 +67,7 @@ def export(folder: Path, first: int, last: int, dst: Path) -> None:
     for i in range(first, last + 1):
         prof = vizexport.load_profile(folder / f"{i:02d}" / "profile.pkl")
         meta = RunMeta(f"run{i:02d}", "main", "", {}, "profile.pkl", prof.release.name, 0, 0, 0)
-        r = run_record(vizexport.build_timeline(prof), None, meta)
+        r = run_record(vizexport.build_timeline(prof), meta)
         runs.append({"run": i, "span_ns": meta.span_ns, "kernels": [
             {"device": k.device, "name": k.name, "category": k.category, "programs": k.programs,
              "durations": k.durations.tolist(), "pattern": k.pattern.tolist()} for k in r.kernels],

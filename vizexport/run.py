@@ -3,6 +3,7 @@
     run = Run((Path("profile.pkl"), Path("rewrites.pkl")))
     run.timeline        # the full track layout (every trace and the site show it)
     run.kernel_table    # `vizexport top`: built from the device tracks alone, not from the full timeline
+    run.launch_table    # every device launch as columns (program, category, estimates, exec link, latency)
     run.report          # reuses run.timeline
 
 A writer (writers.py) names the parts it reads; the command derives them and hands the Run to the writer. The Run
@@ -21,13 +22,13 @@ from typing import Any
 
 from .analysis import KernelTable, kernel_table
 from .analysis.diff import Diff, Verdicts, diff_runs
-from .analysis.programs import ProgramIndex, program_index
 from .analysis.report import Report, build_report
 from .analysis.stats import ALPHA, MIN_EFFECT
 from .errors import InputError
 from .forks import SERIAL, Executor
 from .gcpause import gc_paused
 from .graphs import StepOptions
+from .launchtable import LaunchTable
 from .records import Listing, Profile, RewriteLog, StepGraphs
 from .sqtt import Launch, launch_counters, launch_figures, load_launches
 from .sqtt.listings import program_listings
@@ -241,10 +242,6 @@ class Run:
         return step_graphs(self.rewrites) if self.rewrites is not None else None
 
     @cached_property
-    def programs(self) -> ProgramIndex | None:
-        return program_index(self.rewrites)
-
-    @cached_property
     def listings(self) -> list[Listing]:
         """The profile's AMD programs' machine code, with the decoded launches' cycles."""
         return program_listings(self.profile, self.launches) if self.profile is not None else []
@@ -253,7 +250,7 @@ class Run:
     def report(self) -> Report:
         """Where the time went (analysis.report)."""
         a = self.answers
-        return build_report(self.timeline, self.need_profile(), self.programs, a.peak_gflops, a.peak_gbs)
+        return build_report(self.timeline, self.need_profile(), a.peak_gflops, a.peak_gbs)
 
     @cached_property
     def diff(self) -> Diff | None:
@@ -262,13 +259,19 @@ class Run:
         if base is None:
             return None
         a, releases = self.answers, (base.need_profile().release.name, self.need_profile().release.name)
-        return diff_runs(base.stage(DIFF_STAGES), self.stage(DIFF_STAGES), base.programs, self.programs,
-                         Verdicts(a.alpha, a.min_effect), releases)
+        return diff_runs(base.stage(DIFF_STAGES), self.stage(DIFF_STAGES), Verdicts(a.alpha, a.min_effect), releases)
+
+    @property
+    def launch_table(self) -> LaunchTable:
+        """Every device launch as columns (launchtable): the one the report reads if its timeline is built, else
+        the device tracks' alone (what `top` and the diff read), made once."""
+        return self.timeline.launches if "timeline" in self.__dict__ else self.stage(TOP_STAGES).launches
 
     @cached_property
     def kernel_table(self) -> KernelTable:
-        """`vizexport top`'s table, from the device tracks (and markers for `between`) only."""
-        a, log = self.answers, self.rewrites
+        """`vizexport top`'s table, from the device tracks' launch table (and markers for `between`, the host's
+        spans for `host`) only."""
+        a = self.answers
         tl = self.stage(TOP_STAGES | ({MARKERS} if a.between else set()) | ({HOST_SPANS} if a.host else set()))
-        return kernel_table(tl, log.contexts if log is not None else None, a.between, a.device, a.by, a.host)
+        return kernel_table(tl, a.between, a.device, a.by, a.host)
 

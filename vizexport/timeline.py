@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from .launchtable import LaunchTable
 from .limits import capped
 
 
@@ -33,8 +34,8 @@ class Role(str, Enum):
     PMA = "pma"  # NVIDIA PMA stall samples of a launch
 
 
-# Slice arguments with a meaning beyond display: readers set them, analyses rely on them. Every other argument is
-# shown as it is.
+# Slice arguments with a meaning beyond display: readers set them, and the ones a launch has repeat its row of the
+# launch table (Timeline.launches), which analyses read. Every other argument is shown as it is.
 ARG_PROGRAM = "profile_key"  # the launched program (hex key)
 ARG_GFLOPS = "GFLOPS"  # achieved, from the program's compile-time estimate
 ARG_GBS_MEM = "GB/s mem"
@@ -45,8 +46,6 @@ ARG_EXEC = "exec"  # key of the launch's host-side exec event (records.Point, ki
 ARG_METADATA = "metadata"  # what led to the launch or span (tinygrad: Tensor calls), as text
 ARG_TB = "tb"  # a host span's Python traceback: "file:line function\n    code" per frame, innermost first
 ARG_LAUNCH_LATENCY = "launch latency"  # ns from the host launch (its exec event) to the device work's start
-
-Work = tuple[float | None, float | None, float | None]  # a launch's estimated FLOPs, memory bytes and LDS bytes
 
 # Trace-level metadata keys (Timeline.metadata), besides `device <name>` entries (the device's properties as JSON).
 META_NAME = "trace name"
@@ -88,8 +87,6 @@ class Track:
     flows_out: dict[int, list[int]] = field(default_factory=dict)  # event index → flow ids it starts
     flows_in: dict[int, list[int]] = field(default_factory=dict)  # event index → flow ids it ends
     stacks: dict[int, int] = field(default_factory=dict)  # event index → its callstack (index into Timeline.stacks)
-    work: dict[int, Work] = field(default_factory=dict)  # launch index → its estimated work, unrounded (analyses
-    # sum it; the args' rates are rounded for display)
 
     def __len__(self) -> int:
         return len(self.ts)
@@ -108,12 +105,14 @@ class Timeline:
         self.stacks: list[tuple[Frame, ...]] = []  # callstacks, outermost frame first
         self._stack_ids: dict[tuple[Frame, ...], int] = {}
         self._next_flow = 1
+        self.launches = LaunchTable()  # the device launches as columns (filled by the reader; a window's: its run's)
 
     def empty_like(self) -> Timeline:
         """A timeline without tracks that shares this one's names, callstacks and flow kinds (their ids mean the
-        same in both), metadata and device properties: what a window of it is filled into."""
+        same in both), launch table (its rows index this one's tracks), metadata and device properties: what a window
+        of it is filled into."""
         out = Timeline(self.title)
-        out.strings, out._ids = self.strings, self._ids
+        out.strings, out._ids, out.launches = self.strings, self._ids, self.launches
         out.stacks, out._stack_ids, out.flow_kinds = self.stacks, self._stack_ids, self.flow_kinds
         out.metadata, out.device_props = self.metadata, self.device_props
         return out

@@ -1,5 +1,6 @@
 """JIT graph batches over the run: each batch (a Role.GRAPH slice) told apart by the launches it holds, and its time
-call after call — the first calls against the steady state."""
+call after call — the first calls against the steady state. Read from the launch table (batches and the launches
+inside them are its rows)."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -8,7 +9,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..timeline import Role, Timeline, Track
-from .launches import columns
 
 SHOWN_NAMES = 3  # kernel names in a batch's label
 MAX_CALLS = 1000  # durations kept per batch (the first ones)
@@ -31,11 +31,13 @@ class Batch:
 
 def batches(tl: Timeline) -> list[Batch]:
     groups: dict[tuple[str, str, tuple[str, ...]], list[int]] = {}
+    tab = tl.launches
     for t in tl.tracks:
         if t.role != Role.GRAPH or t.kind != "slice":
             continue
         inner = _inner(tl, t)
-        ts, dur, names = columns(t)
+        rows = tab.rows(t.uuid)
+        ts, dur, names = tab.ts[rows], tab.dur[rows], tab.name[rows]
         for i in np.flatnonzero(dur > 0).tolist():
             key = (t.name, tl.strings[names[i]], inner(int(ts[i]), int(ts[i] + dur[i])))
             groups.setdefault(key, []).append(int(dur[i]))
@@ -50,11 +52,12 @@ def batches(tl: Timeline) -> list[Batch]:
 
 def _inner(tl: Timeline, graph: Track) -> Callable[[int, int], tuple[str, ...]]:
     """A function: (start, end) → names of the launches on the graph track's sibling device tracks inside it."""
-    cols = []
+    cols, tab = [], tl.launches
     for t in tl.children(next((x for x in tl.tracks if x.uuid == graph.parent), None)):
         if t.role in (Role.QUEUE, Role.COPY):
-            ts, dur, names = columns(t)
-            cols.append((ts, ts + dur, names))
+            rows = tab.rows(t.uuid)
+            ts = tab.ts[rows]
+            cols.append((ts, ts + tab.dur[rows], tab.name[rows]))
 
     def inside(st: int, en: int) -> tuple[str, ...]:
         found = []

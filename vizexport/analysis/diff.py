@@ -14,7 +14,6 @@ import numpy as np
 from ..timeline import Role, Timeline
 from .intervals import clip, measure
 from .launches import Runs, columns, kernel_runs
-from .programs import ProgramIndex
 from .report import time_range
 from .stats import ALPHA, FASTER, METHOD, MIN_EFFECT, SLOWER, Change, RunWide, adjust, compare, estimate, run_wide
 
@@ -119,13 +118,12 @@ class Verdicts:
     min_effect: float = MIN_EFFECT
 
 
-def diff_runs(base: Timeline, pr: Timeline, base_programs: ProgramIndex | None = None,
-              pr_programs: ProgramIndex | None = None, verdicts: Verdicts = Verdicts(),
-              releases: tuple[str, str] = ("", "")) -> Diff:
-    """What changed from the `base` run to the `pr` run (their device tracks; the programs index their rewrites
-    traces' estimates), each kernel judged by `verdicts`; `releases` name the runs' tinygrad releases."""
+def diff_runs(base: Timeline, pr: Timeline, verdicts: Verdicts = Verdicts(), releases: tuple[str, str] = ("", "")
+              ) -> Diff:
+    """What changed from the launches of `base` (its launch table) to those of `pr`, each kernel judged by
+    `verdicts`; `releases` name the runs' tinygrad releases."""
     alpha, min_effect = verdicts.alpha, verdicts.min_effect
-    a, b = kernel_runs(base, base_programs), kernel_runs(pr, pr_programs)
+    a, b = kernel_runs(base), kernel_runs(pr)
     kernels, wide = kernel_changes(a, b, alpha, min_effect)
     return Diff(_side(base, a, releases[0]), _side(pr, b, releases[1]), METHOD, alpha, min_effect,
                 dict(Counter(k.verdict for k in kernels)), kernels, _totals(a, b, lambda r: r.kernel.device, True),

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..records import Profile
-from ..timeline import ARG_EXEC, ARG_LAUNCH_LATENCY, ARG_METADATA, ARG_TB, Role, Timeline, Track
+from ..timeline import ARG_EXEC, ARG_METADATA, ARG_TB, Role, Timeline, Track
 from .launches import device_tracks
 
 EXEC = "exec"  # records.Point kind of a host-side launch
@@ -69,11 +69,14 @@ def _launches(tl: Timeline) -> Iterator[tuple[Track, int, dict]]:
 
 def latency(tl: Timeline) -> list[Latency]:
     """Per device track name, the launch latency of each launch the reader linked to its host launch (its exec
-    event; a JIT graph entry's is its batch's unless it has its own): the trace's `launch latency` argument."""
+    event; a JIT graph entry's is its batch's unless it has its own): the launch table's latency column."""
     per: dict[str, list[tuple[int, int]]] = defaultdict(list)
-    for t, i, a in _launches(tl):
-        if ARG_LAUNCH_LATENCY in a:
-            per[t.name].append((t.ts[i], a[ARG_LAUNCH_LATENCY]))
+    tab = tl.launches
+    for t in device_tracks(tl):
+        rows = tab.rows(t.uuid)
+        linked = (tab.dur[rows] > 0) & (tab.latency[rows] >= 0)
+        if linked.any():
+            per[t.name] += zip(tab.ts[rows][linked].tolist(), tab.latency[rows][linked].tolist(), strict=True)
     out = []
     for device, rows in per.items():
         lat = np.array([d for _, d in sorted(rows)], np.int64)

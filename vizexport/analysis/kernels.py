@@ -19,6 +19,7 @@ class Kernel:
     launches: list[dict] = field(default_factory=list)  # ts, dur, track, args of each launch (capped)
     gflops: float | None = None  # time-weighted over the launches with estimates
     gbs: float | None = None
+    key: bytes | None = None  # the program's key (`program` is its hex text)
 
 
 def top_kernels(tl: Timeline, max_launches: int = 200, by_program: bool = False) -> list[Kernel]:
@@ -28,7 +29,8 @@ def top_kernels(tl: Timeline, max_launches: int = 200, by_program: bool = False)
     runs = kernel_runs(tl, by_program=by_program)
     totals = device_ns(runs)
     return [Kernel(r.kernel.name, r.kernel.device, r.kernel.program, r.count, r.total_ns,
-                   100.0 * r.total_ns / totals[r.kernel.device], _launches(r, max_launches), r.gflops, r.gbs)
+                   100.0 * r.total_ns / totals[r.kernel.device], _launches(r, max_launches), r.gflops, r.gbs,
+                   r.kernel.key)
             for r in runs]
 
 

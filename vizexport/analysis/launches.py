@@ -1,6 +1,7 @@
 """Every launch of every kernel and copy, grouped per kernel as numpy columns: the one grouping that `top`, the
 report, the diff and the site's kernel list share. A launch is a slice with a duration (as tinygrad's viewer draws
-them) on a device queue or copy-engine track, or on a `<device> Graph` track for `top` (a JIT batch)."""
+them) on a device queue or copy-engine track, or on a `<device> Graph` track for `top` (a JIT batch): a row of the
+timeline's launch table (launchtable), whose columns give its program, category and estimates."""
 from __future__ import annotations
 
 from collections import Counter
@@ -10,9 +11,8 @@ from typing import NamedTuple, Protocol
 
 import numpy as np
 
-from ..timeline import ARG_GBS_MEM, ARG_GFLOPS, ARG_PROGRAM, Role, Timeline, Track
-from .categories import category
-from .programs import ProgramIndex
+from ..launchtable import CATEGORIES, OTHER, LaunchTable, rates
+from ..timeline import Role, Timeline, Track
 
 DEVICE_ROLES = (Role.QUEUE, Role.COPY)
 LAUNCH_ROLES = (*DEVICE_ROLES, Role.GRAPH)
@@ -25,10 +25,20 @@ class KernelId:
 
     device: str
     name: str
-    program: str | None = None  # hex key of the launched program, where the profile has them (tinygrad 0.14+)
+    key: bytes | None = None  # the launched program's key, where the profile has them (tinygrad 0.14+)
+
+    @property
+    def program(self) -> str | None:
+        """The program's key as hex text, as outputs show it."""
+        return None if self.key is None else self.key.hex()
 
     def label(self, key_digits: int = KEY_TEXT) -> str:
-        return f"{self.name} [{self.program[:key_digits]}]" if self.program else self.name
+        return label(self.name, self.program, key_digits)
+
+
+def label(name: str, program: str | None, key_digits: int = KEY_TEXT) -> str:
+    """A kernel's name with its program's short key (hex), where it has one."""
+    return f"{name} [{program[:key_digits]}]" if program else name
 
 
 @dataclass
@@ -44,6 +54,8 @@ class Runs:
     mem_ns: float = 0.0  # Σ GB/s·duration over the same launches
     weighted_ns: int = 0  # their summed duration
     where: list[tuple[Track, np.ndarray]] = field(default_factory=list)  # each track's launch indices, in order
+    work: tuple[float | None, ...] = (None, None, None)  # Σ FLOPs, memory and LDS bytes of the launches with each
+    # estimate, unrounded, in track order (None: no launch has it)
 
     @property
     def total_ns(self) -> int:
@@ -91,12 +103,12 @@ def launch_tracks(tl: Timeline, device: str | None = None) -> list[Track]:
     return [t for t in out if device in (t.name, roots.get(t.parent))]
 
 
-def kernel_runs(tl: Timeline, programs: ProgramIndex | None = None, by_program: bool = True,
-                tracks: Sequence[Track] | None = None, window: tuple[int, int] | None = None) -> list[Runs]:
+def kernel_runs(tl: Timeline, by_program: bool = True, tracks: Sequence[Track] | None = None,
+                window: tuple[int, int] | None = None) -> list[Runs]:
     """Launches grouped by (track name, kernel name, program key if `by_program`), longest total first. `tracks`:
     device queues and copy engines unless given (lanes of one name together); `window`: (start, end) ns, keeping
-    launches that start inside (ends included); `programs`: to find a program's UOps for its category."""
-    return sorted(group_launches(tl, programs, by_program, tracks, window), key=by_total)
+    launches that start inside (ends included)."""
+    return sorted(group_launches(tl, by_program, tracks, window), key=by_total)
 
 
 def by_total(r: Runs) -> tuple[int, str, str, str]:
@@ -104,14 +116,15 @@ def by_total(r: Runs) -> tuple[int, str, str, str]:
     return -r.total_ns, r.kernel.device, r.kernel.name, r.kernel.program or ""
 
 
-def group_launches(tl: Timeline, programs: ProgramIndex | None = None, by_program: bool = True,
-                   tracks: Sequence[Track] | None = None, window: tuple[int, int] | None = None) -> list[Runs]:
-    """kernel_runs in the order of each kernel's first launching track (and, within a track, of name ids)."""
+def group_launches(tl: Timeline, by_program: bool = True, tracks: Sequence[Track] | None = None,
+                   window: tuple[int, int] | None = None) -> list[Runs]:
+    """kernel_runs in the order of each kernel's first launching track (and, within a track, of name ids, then of
+    programs in the order the track first launches them)."""
     parts: dict[KernelId, list[_Chunk]] = {}
     for t in device_tracks(tl) if tracks is None else tracks:
         for kid, chunk in _track_groups(tl, t, by_program, window):
             parts.setdefault(kid, []).append(chunk)
-    return [_runs(kid, chunks, programs) for kid, chunks in parts.items()]
+    return [_runs(kid, chunks) for kid, chunks in parts.items()]
 
 
 def device_ns(runs: Iterable[Runs]) -> dict[str, int]:
@@ -125,7 +138,7 @@ def device_ns(runs: Iterable[Runs]) -> dict[str, int]:
 def labels(kernels: Sequence[Named]) -> list[str]:
     """Each kernel's name, with its program's short key where several programs of one device share the name."""
     n = Counter((k.device, k.name) for k in kernels)
-    return [KernelId(k.device, k.name, k.program).label() if n[(k.device, k.name)] > 1 else k.name for k in kernels]
+    return [label(k.name, k.program) if n[(k.device, k.name)] > 1 else k.name for k in kernels]
 
 
 class _Chunk(NamedTuple):
@@ -133,18 +146,44 @@ class _Chunk(NamedTuple):
 
     track: Track
     index: np.ndarray  # of the launches on the track
+    category: int  # of the first (a kernel's launches share it)
     ts: np.ndarray
     dur: np.ndarray
     rated: np.ndarray  # durations of the launches with estimates
     flops: np.ndarray  # their GFLOPS·duration
     mem: np.ndarray  # their GB/s·duration
+    work: tuple[np.ndarray, ...]  # FLOPs, memory and LDS bytes of the launches with each estimate (unrounded)
+
+
+class _Columns(NamedTuple):
+    """The launches of a launch track, or the slices of another (the host's spans: `top --host`)."""
+
+    ts: np.ndarray
+    dur: np.ndarray
+    names: np.ndarray
+    category: np.ndarray  # codes into CATEGORIES
+    code: np.ndarray  # program codes (see _program_codes)
+    keys: list[bytes]
+    work: tuple[np.ndarray, ...] | None  # FLOPs, memory bytes, LDS bytes (NaN: no estimate); None: slices (none)
+
+
+def _columns(tl: Timeline, t: Track, by_program: bool) -> _Columns:
+    """A track's columns: a launch track's from the launch table, another's (the host's spans) from its slices."""
+    tab = tl.launches
+    if t.role not in LAUNCH_ROLES:  # slices with no program, estimates or category of their own
+        ts, dur, names = columns(t)
+        n = len(ts)
+        return _Columns(ts, dur, names, np.full(n, CATEGORIES.index(OTHER), np.int8), np.zeros(n, np.int64), [], None)
+    rows = tab.rows(t.uuid)
+    code, keys = _program_codes(tab, rows) if by_program else (np.zeros(len(tab.ts[rows]), np.int64), [])
+    work = (tab.flops[rows], tab.mem[rows], tab.lds[rows])
+    return _Columns(tab.ts[rows], tab.dur[rows], tab.name[rows], tab.category[rows], code, keys, work)
 
 
 def _track_groups(tl: Timeline, t: Track, by_program: bool, window: tuple[int, int] | None
                   ) -> Iterator[tuple[KernelId, _Chunk]]:
     """Each kernel launched on track `t` with its launches there (inside `window`, if given)."""
-    ts, dur, names = columns(t)
-    code, rated, flops, mem, keys = _arg_columns(t, by_program)
+    ts, dur, names, cats, code, keys, work = _columns(tl, t, by_program)
     base = len(keys) + 1
     keep = dur > 0
     if window is not None:
@@ -156,41 +195,45 @@ def _track_groups(tl: Timeline, t: Track, by_program: bool, window: tuple[int, i
     for g, key in enumerate(uniq.tolist()):
         name, c = divmod(key, base)
         i = idx[grouped[bounds[g]:bounds[g + 1]]]
-        w = i[rated[i]]
-        yield KernelId(t.name, tl.strings[name], keys[c - 1] if c else None), _Chunk(
-            t, i, ts[i], dur[i], dur[w], flops[w] * dur[w], mem[w] * dur[w])
+        yield KernelId(t.name, tl.strings[name], keys[c - 1] if c else None), _chunk(
+            t, i, int(cats[i[0]]), ts, dur, None if work is None else [x[i] for x in work])
 
 
-def _arg_columns(t: Track, by_program: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str]]:
-    """Per launch of a track, from its args: program code (0: none; k: the kth key launched), whether it has
-    estimates, its GFLOPS and GB/s (0 without); and the program keys in order of first launch."""
-    n = len(t)
-    codes: dict[str, int] = {}
-    at, cs, rated, fl, mb = [], [], [], [], []
-    for i, a in t.args.items():
-        p = a.get(ARG_PROGRAM) if by_program else None
-        if p is not None:
-            at.append(i)
-            cs.append(codes.setdefault(p, len(codes) + 1))
-        if ARG_GFLOPS in a:
-            rated.append(i)
-            fl.append(a[ARG_GFLOPS])
-            mb.append(a.get(ARG_GBS_MEM, 0.0))
-    code, has = np.zeros(n, np.int64), np.zeros(n, bool)
-    flops, mem = np.zeros(n), np.zeros(n)
-    code[at], has[rated], flops[rated], mem[rated] = cs, True, fl, mb
-    return code, has, flops, mem, list(codes)
+def _chunk(t: Track, i: np.ndarray, category: int, ts: np.ndarray, dur: np.ndarray,
+           work: list[np.ndarray] | None) -> _Chunk:
+    """The launches `i` of track `t`, `work`: their FLOPs, memory and LDS bytes (NaN: none), None for slices."""
+    if work is None:
+        none = np.zeros(0)
+        return _Chunk(t, i, category, ts[i], dur[i], np.zeros(0, np.int64), none, none, (none,) * 3)
+    has = ~np.isnan(work[0])
+    d = dur[i[has]]
+    return _Chunk(t, i, category, ts[i], dur[i], d, np.array(rates(work[0][has], d)) * d,
+                  np.array(rates(np.nan_to_num(work[1][has]), d)) * d, tuple(x[~np.isnan(x)] for x in work))
 
 
-def _runs(kid: KernelId, chunks: list[_Chunk], programs: ProgramIndex | None) -> Runs:
-    """One kernel's launches from its chunks (in track order): time-sorted columns, and rates summed one launch
-    after another, in track order (as a loop over the tracks' events adds them)."""
-    ts, dur, rated, flops, mem = (np.concatenate([getattr(c, f) for c in chunks]) for f in _Chunk._fields[2:])
+def _program_codes(tab: LaunchTable, rows: slice) -> tuple[np.ndarray, list[bytes]]:
+    """Per launch of a track: its program's code (0: none; k: the kth program the track launches), and the
+    programs' keys in that order."""
+    program = tab.program[rows].astype(np.int64)
+    has = program >= 0
+    uniq, first = np.unique(program[has], return_index=True)
+    order = np.argsort(first, kind="stable")  # the programs in order of first launch
+    rank = np.empty(len(uniq), np.int64)
+    rank[order] = np.arange(1, len(uniq) + 1)
+    code = np.zeros(len(program), np.int64)
+    code[has] = rank[np.searchsorted(uniq, program[has])]
+    return code, [tab.programs[k] for k in uniq[order].tolist()]
+
+
+def _runs(kid: KernelId, chunks: list[_Chunk]) -> Runs:
+    """One kernel's launches from its chunks (in track order): time-sorted columns, and rates and work summed one
+    launch after another, in track order (as a loop over the tracks' events adds them)."""
+    ts, dur, rated, flops, mem = (np.concatenate([getattr(c, f) for c in chunks]) for f in _Chunk._fields[3:8])
+    work = tuple(np.concatenate([c.work[j] for c in chunks]) for j in range(3))
     order = np.argsort(ts, kind="stable")
-    role = chunks[0].track.role
-    uops = programs.uops(kid.program, kid.name) if programs is not None else None
-    return Runs(kid, category(kid.name, role, uops), role, ts[order], dur[order], _running_sum(flops),
-                _running_sum(mem), int(rated.sum()), [(c.track, c.index) for c in chunks])
+    return Runs(kid, CATEGORIES[chunks[0].category], chunks[0].track.role, ts[order], dur[order], _running_sum(flops),
+                _running_sum(mem), int(rated.sum()), [(c.track, c.index) for c in chunks],
+                tuple(_running_sum(x) if len(x) else None for x in work))
 
 
 def _running_sum(x: np.ndarray) -> float:

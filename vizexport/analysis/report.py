@@ -9,13 +9,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..launchtable import CATEGORIES
 from ..records import Profile
 from ..timeline import Timeline
 from .batches import Batch, batches
-from .categories import CATEGORIES
 from .hostside import CallSite, Latency, call_sites, exec_times, latency, tensor_calls
 from .launches import Runs, columns, device_ns, kernel_runs
-from .programs import ProgramIndex
 from .usage import CategoryUse, DeviceUse, Overlap, category_use, copy_overlap, device_use
 
 TOP = 20
@@ -23,8 +22,9 @@ BINS = 30  # log-spaced bins of a device's launch-duration histogram
 
 
 @dataclass
-class KernelStats:
-    """A kernel's launch durations (ns) and its time-weighted achieved rates (from the compile-time estimates)."""
+class KernelSummary:
+    """A kernel's launch durations (ns) and its time-weighted achieved rates (from the compile-time estimates): the
+    report's view of analysis.launches.Runs (`top`'s is top.KernelStats)."""
 
     name: str
     device: str
@@ -84,7 +84,7 @@ class Report:
     devices: list[DeviceUse]
     overlap: list[Overlap]
     categories: list[CategoryUse]
-    kernels: list[KernelStats]
+    kernels: list[KernelSummary]
     histograms: list[Histogram]
     latency: list[Latency]
     batches: list[Batch]
@@ -102,20 +102,22 @@ def time_range(tl: Timeline) -> tuple[int, int]:
     return (min(firsts), max(lasts)) if firsts else (0, 0)
 
 
-def build_report(tl: Timeline, prof: Profile | None = None, programs: ProgramIndex | None = None,
-                 peak_gflops: float | None = None, peak_gbs: float | None = None, top: int = TOP) -> Report:
-    runs = kernel_runs(tl, programs)
+def build_report(tl: Timeline, prof: Profile | None = None, peak_gflops: float | None = None,
+                 peak_gbs: float | None = None, top: int = TOP) -> Report:
+    """The report of a timeline (its launch table) and its profile's records (the host side, device properties)."""
+    runs = kernel_runs(tl)
     t0, t1 = time_range(tl)
     by_uuid = {t.uuid: t for t in tl.tracks}
     root_of = {t.name: tl.path(t)[0].name for t in tl.tracks if t.parent in by_uuid}
-    execs = exec_times(prof)
-    kernels = kernel_stats(runs)
+    kernels = kernel_summaries(runs)
     peaks = Peaks(peak_gflops, peak_gbs, _peak_source(peak_gflops, peak_gbs),
                   {d.device: dict(d.props) for d in (prof.devices if prof else ()) if d.props})
-    return Report(tl.title, t1 - t0, sum(r.count for r in runs), sum(r.total_ns for r in runs),
-                  device_use(runs, t0, t1), copy_overlap(runs, root_of), category_use(runs), kernels[:top],
-                  histograms(runs), latency(tl), batches(tl), call_sites(tl, execs), tensor_calls(tl), peaks,
-                  achieved(kernels, peaks))
+    return Report(file=tl.title, span_ns=t1 - t0, launches=sum(r.count for r in runs),
+                  launch_ns=sum(r.total_ns for r in runs), devices=device_use(runs, t0, t1),
+                  overlap=copy_overlap(runs, root_of), categories=category_use(runs), kernels=kernels[:top],
+                  histograms=histograms(runs), latency=latency(tl), batches=batches(tl),
+                  call_sites=call_sites(tl, exec_times(prof)), tensor_calls=tensor_calls(tl), peaks=peaks,
+                  achieved=achieved(kernels, peaks))
 
 
 def _peak_source(gflops: float | None, gbs: float | None) -> str:
@@ -123,13 +125,13 @@ def _peak_source(gflops: float | None, gbs: float | None) -> str:
     return " and ".join(given) if given else "none given (the profile's device properties state no clock or peak)"
 
 
-def kernel_stats(runs: list[Runs]) -> list[KernelStats]:
+def kernel_summaries(runs: list[Runs]) -> list[KernelSummary]:
     totals = device_ns(runs)
     out = []
     for r in runs:
         k, d = r.kernel, r.dur
         p10, med, p90 = np.percentile(d, (10, 50, 90)).tolist()
-        out.append(KernelStats(k.name, k.device, k.program, k.label(), r.category, r.count, r.total_ns,
+        out.append(KernelSummary(k.name, k.device, k.program, k.label(), r.category, r.count, r.total_ns,
                                100.0 * r.total_ns / totals[k.device], float(d.mean()), int(d.min()), p10, med, p90,
                                int(d.max()), r.gflops, r.gbs))
     return out
@@ -148,7 +150,7 @@ def histograms(runs: list[Runs], bins: int = BINS) -> list[Histogram]:
     return out
 
 
-def achieved(kernels: list[KernelStats], peaks: Peaks) -> list[Achieved]:
+def achieved(kernels: list[KernelSummary], peaks: Peaks) -> list[Achieved]:
     """Kernels with estimates (the rewrites trace gives them), their intensity and share of the peaks."""
     out = []
     for k in kernels:

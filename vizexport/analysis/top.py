@@ -11,21 +11,18 @@ instead, as tinygrad's `viz.cli -t` lists them: nested spans each count whole, s
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..errors import InputError
-from ..records import Context, Profile
-from ..timeline import ARG_GBS_LDS, ARG_GBS_MEM, ARG_GFLOPS, Role, Timeline, Track
+from ..records import Profile
+from ..timeline import Role, Timeline, Track
 from .launches import DEVICE_ROLES, Runs, by_total, device_ns, group_launches, labels, launch_tracks
-from .programs import ProgramIndex
 
 P90 = 90  # the high percentile shown (numpy's default linear interpolation between launches)
 BY_PROGRAM, BY_NAME = "program", "name"  # rows per program key (a name's programs apart), or per name as tinygrad
 GROUPINGS = (BY_PROGRAM, BY_NAME)
-RATE_ARGS = (ARG_GFLOPS, ARG_GBS_MEM, ARG_GBS_LDS)
 HCQ2_RELEASES = frozenset(("0.14.0", "master"))  # their CPU device times its kernels only on the HCQ2=1 path
 
 
@@ -92,33 +89,32 @@ def marker_window(tl: Timeline, start: str, end: str) -> tuple[int, int]:
     return first[start], first[end]
 
 
-def kernel_table(tl: Timeline, contexts: Sequence[Context] | None = None, between: tuple[str, str] | None = None,
-                 device: str | None = None, by: str = BY_PROGRAM, host: bool = False) -> KernelTable:
-    """The kernel table of a timeline. `contexts`: the rewrites trace's, to find each program's UOps (a WMMA makes
-    a tensor-core kernel); `between`: two marker names, keeping launches that start at or after the first and at or
-    before the second; `device`: a device string or root device to keep; `by`: BY_PROGRAM or BY_NAME; `host`: the
-    host's spans (TINY, USER, GC; `device` one of them) instead of device launches."""
+def kernel_table(tl: Timeline, between: tuple[str, str] | None = None, device: str | None = None,
+                 by: str = BY_PROGRAM, host: bool = False) -> KernelTable:
+    """The kernel table of a timeline (its launch table). `between`: two marker names, keeping launches that start
+    at or after the first and at or before the second; `device`: a device string or root device to keep; `by`:
+    BY_PROGRAM or BY_NAME; `host`: the host's spans (TINY, USER, GC; `device` one of them) instead of device
+    launches."""
     if by not in GROUPINGS:
         raise ValueError(f"no grouping {by!r} (groupings: {', '.join(GROUPINGS)})")
     window = marker_window(tl, *between) if between else None
-    programs = ProgramIndex(contexts) if contexts and not host else None
     if host:
         tracks = [t for t in tl.tracks if t.role == Role.HOST and t.kind == "slice"]
         kept = [t for t in tracks if device is None or t.name == device]
-        rows, totals = _rows(tl, kept, programs, BY_NAME, window)
+        rows, totals = _rows(tl, kept, BY_NAME, window)
         return KernelTable(rows, totals, window, between, sorted({t.name for t in tracks if len(t)}), by=by, host=True)
     launching = launch_tracks(tl, device)
-    rows, totals = _rows(tl, [t for t in launching if t.role in DEVICE_ROLES], programs, by, window)
-    batches, batch_ns = _rows(tl, [t for t in launching if t.role == Role.GRAPH], None, BY_NAME, window)
+    rows, totals = _rows(tl, [t for t in launching if t.role in DEVICE_ROLES], by, window)
+    batches, batch_ns = _rows(tl, [t for t in launching if t.role == Role.GRAPH], BY_NAME, window)
     all_devices = sorted({t.name for t in launch_tracks(tl) if len(t) and t.role in DEVICE_ROLES})
     return KernelTable(rows, totals, window, between, all_devices, batches, batch_ns, by)
 
 
-def _rows(tl: Timeline, tracks: list[Track], programs: ProgramIndex | None, by: str, window: tuple[int, int] | None
+def _rows(tl: Timeline, tracks: list[Track], by: str, window: tuple[int, int] | None
           ) -> tuple[list[KernelStats], dict[str, int]]:
     """The rows of `tracks`' slices grouped per (track name, name[, program]), longest total first, and each track
     name's summed time."""
-    runs = group_launches(tl, programs, by == BY_PROGRAM, tracks, window)
+    runs = group_launches(tl, by == BY_PROGRAM, tracks, window)
     totals = device_ns(runs)  # devices in the order of their first launching track
     runs.sort(key=by_total)
     names = labels([r.kernel for r in runs])
@@ -135,21 +131,10 @@ def _stats(r: Runs, device_ns: int, label: str) -> KernelStats:
 
 def _rates(r: Runs) -> tuple[float | None, float | None, float | None]:
     """GFLOPS, GB/s and LDS GB/s over all the kernel's launches, as tinygrad's `viz.cli -t` sums them: the work of the
-    launches with an estimate over the summed duration of all (FLOPs per ns are GFLOPS). From each launch's
-    unrounded work where the timeline has it, else from its rounded rates × its duration; None where no launch has
-    the figure."""
-    sums: list[float | None] = [None] * len(RATE_ARGS)
-    for track, idx in r.where:
-        for i in idx.tolist():
-            w = track.work.get(i)
-            if w is None:
-                a = track.args.get(i) or {}
-                w = tuple(a[k] * track.dur[i] if k in a else None for k in RATE_ARGS)
-            for j, x in enumerate(w):
-                if x is not None:
-                    sums[j] = (sums[j] or 0.0) + x
+    launches with an estimate (unrounded, the launch table's) over the summed duration of all (FLOPs per ns are
+    GFLOPS); None where no launch has the figure."""
     total = r.total_ns
-    g, m, lds = (None if s is None or not total else s / total for s in sums)
+    g, m, lds = (None if s is None or not total else s / total for s in r.work)
     return g, m, lds
 
 

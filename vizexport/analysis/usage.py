@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..devices import natural
-from .categories import CATEGORIES, COPY
+from ..launchtable import CATEGORIES, COPY
 from .intervals import merge, overlap
 from .launches import Runs
 

@@ -108,7 +108,7 @@ def _record(args: argparse.Namespace, meta: RunMeta, executor: Executor) -> RunR
     run = Run(tuple(args.inputs), load=LoadOptions(args.tinygrad_version), executor=executor)
     prof = run.need_profile()
     meta.file, meta.release = Path(prof.path).name, prof.release.name
-    return run_record(run.stage(TOP_STAGES), run.programs, meta)  # launch times: the device tracks alone
+    return run_record(run.stage(TOP_STAGES), meta)  # launch times: the device tracks alone
 
 
 def _labels(pairs: list[str]) -> dict[str, str]:

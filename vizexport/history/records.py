@@ -9,7 +9,6 @@ import numpy as np
 
 from ..analysis.diff import busy_ns, launch_order
 from ..analysis.launches import Runs, kernel_runs
-from ..analysis.programs import ProgramIndex
 from ..analysis.report import time_range
 from ..timeline import Timeline
 
@@ -71,11 +70,11 @@ class RunRecord:
         return {k.key: (k.durations, k.pattern) for k in self.kernels}
 
 
-def run_record(tl: Timeline, programs: ProgramIndex | None, meta: RunMeta) -> RunRecord:
-    """A run's record from its timeline; `meta`'s launch figures are filled in here."""
+def run_record(tl: Timeline, meta: RunMeta) -> RunRecord:
+    """A run's record from its timeline (its launch table); `meta`'s launch figures are filled in here."""
     t0, t1 = time_range(tl)
     meta.span_ns = t1 - t0
-    return launches_record(kernel_runs(tl, programs), meta)
+    return launches_record(kernel_runs(tl), meta)
 
 
 def launches_record(launches: list[Runs], meta: RunMeta) -> RunRecord:

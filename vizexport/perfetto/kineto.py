@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from ..analysis.categories import COPY, category
+from ..launchtable import COPY
 from ..timeline import Role, Timeline, Track
 from .chrome import Layout
 
@@ -36,9 +36,9 @@ def memcpy_name(name: str) -> str:
     return f"Memcpy {kind[0]}to{kind[1]} ({name})"
 
 
-def kineto_name(name: str, role: Role) -> tuple[str, str]:
-    """(category, event name) of a device slice as Kineto writes it."""
-    if category(name, role) == COPY:
+def kineto_name(name: str, category: str) -> tuple[str, str]:
+    """(category, event name) of a device slice as Kineto writes it, from its launch's category (launchtable)."""
+    if category == COPY:
         return "gpu_memcpy", memcpy_name(name)
     return "kernel", name
 
@@ -54,6 +54,7 @@ class KinetoLayout(Layout):
             root[t.uuid] = root[t.parent] if t.parent else t.uuid
         self.gpu_of = {uuid: self.gpus[r] for uuid, r in root.items() if r in self.gpus}  # track → its device index
         self.seen: set[int] = set()
+        self.copies = tl.launches.category_names(COPY)  # (track, name id) of the copies (a window's: its run's)
         self.correlation = 0
         self.external = 0
 
@@ -90,7 +91,8 @@ class KinetoLayout(Layout):
         args = t.args.get(i)
         if t.role in DEVICE_ROLES and t.dur[i] >= 0:
             self.correlation += 1
-            cat, name = kineto_name(name, t.role)
+            copy = t.role == Role.COPY or (t.uuid, t.names[i]) in self.copies
+            cat, name = kineto_name(name, COPY if copy else "")
             return cat, name, {**(args or {}), "device": self.gpu_of[t.uuid], "stream": t.uuid,
                                "correlation": self.correlation}
         if t.role == Role.GRAPH:

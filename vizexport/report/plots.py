@@ -11,10 +11,10 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import Formatter, FuncFormatter, LogFormatter, NullFormatter
 
-from ..analysis.categories import CATEGORIES
 from ..analysis.diff import Diff
 from ..analysis.report import Report
 from ..analysis.stats import FASTER, SLOWER
+from ..launchtable import CATEGORIES
 from ..text import PLOT_STYLE, plot_label
 
 WIDTH = 7.5  # inches

@@ -21,7 +21,8 @@ import jinja2
 from .._version import __version__
 from ..analysis import Kernel, ProgramIndex, top_kernels
 from ..analysis.diff import Diff
-from ..analysis.launches import KEY_TEXT, KernelId, labels
+from ..analysis.launches import KEY_TEXT, labels
+from ..analysis.launches import label as kernel_label
 from ..analysis.report import Report
 from ..forks import SERIAL, Executor
 from ..graphs.dot import DARK_BELOW, HEADER, HIGHLIGHT
@@ -231,7 +232,7 @@ def kernel_links(kernels: list[KernelPage]) -> dict[KernelRef, str]:
     out: dict[KernelRef, str] = {}
     for kp in kernels:
         k = kp.kernel
-        for ref in ((k.device, KernelId(k.device, k.name, k.program).label()), (k.device, k.name), (None, k.name)):
+        for ref in ((k.device, kernel_label(k.name, k.program)), (k.device, k.name), (None, k.name)):
             out.setdefault(ref, kp.page)
     return out
 
@@ -303,7 +304,7 @@ def _kernels(timeline: Timeline | None, contexts: list[ContextPage], listings: l
     code = {x.key.hex() if x.key else x.name: x for x in listings}
     out = []
     for n, (k, label) in enumerate(zip(kernels, labels(kernels), strict=True)):
-        found = index.find(k.program, k.name)
+        found = index.find(k.key, k.name)
         ctx = contexts[found] if found is not None else None
         kp = KernelPage(k, f"kernel/{page_name(label, n)}.html", label, ctx, code.get(k.program or k.name))
         if ctx is not None:

@@ -13,13 +13,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..launchtable import rate
 from ..records import Context, RewriteLog, UOpRec
-from ..timeline import ARG_GBS_LDS, ARG_GBS_MEM, ARG_GFLOPS, Work
+from ..timeline import ARG_GBS_LDS, ARG_GBS_MEM, ARG_GFLOPS
 from .flops import program_estimates
 from .releases import enum_table, traits
 from .symbolic import sym_eval
 
 Figures = tuple[float | int | None, float | int | None, float | int | None]  # (ops, lds, mem)
+LaunchFigures = tuple[float | None, float | None, float | None]  # (FLOPs, mem, lds): the launch table's order
 
 
 @dataclass
@@ -61,8 +63,8 @@ def context_cost(ret: Any, rewrites: list, uops: dict[int, UOpRec], release: str
     return None
 
 
-class Estimates:
-    """Launch → its codegen context (display name, estimates) and the rates of one launch."""
+class LaunchEstimates:
+    """Launch → its codegen context (display name, estimates) and the figures of one launch."""
 
     def __init__(self, log: RewriteLog) -> None:
         self.by_key: dict[Any, Context] = {k: c for c in log.contexts for k in c.key.keys}  # a later context wins
@@ -74,21 +76,19 @@ class Estimates:
         return self.by_key.get(profile_key if profile_key is not None or not self.by_name else name)
 
     @staticmethod
-    def work(ctx: Context, var_vals: dict) -> Work | None:
-        """(FLOPs, memory bytes, LDS bytes) of one launch (None for a figure that does not evaluate), None without
-        estimates."""
+    def figures(ctx: Context, var_vals: dict) -> LaunchFigures:
+        """(FLOPs, bytes loaded and stored, bytes of local memory) of one launch: None for a figure that does not
+        evaluate (or that no number could be shown for)."""
         if ctx.cost is None:
-            return None
+            return None, None, None
         ops, lds, mem = map(_figure, ctx.cost.figures(var_vals))
         return ops, mem, lds
 
-    @staticmethod
-    def rates(work: Work | None, seconds: float) -> dict[str, float]:
-        """GFLOPS and GB/s for one launch (only the figures that evaluate), rounded for display."""
-        if work is None or seconds <= 0:
-            return {}
-        return {label: round(v / seconds * 1e-9, 3) for label, v in zip((ARG_GFLOPS, ARG_GBS_MEM, ARG_GBS_LDS), work,
-                                                                         strict=True) if v is not None}
+
+def rate_args(figures: LaunchFigures, dur: int) -> dict[str, float]:
+    """GFLOPS and GB/s of one launch lasting `dur` ns (> 0), as its slice shows them (the figures that evaluate)."""
+    return {label: rate(v, dur) for label, v in zip((ARG_GFLOPS, ARG_GBS_MEM, ARG_GBS_LDS), figures, strict=True)
+            if v is not None}
 
 
 MAX_FIGURE = 1e30  # FLOPs or bytes of one launch: real kernels are far below, a crafted trace's may be anything

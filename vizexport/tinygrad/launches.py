@@ -65,6 +65,15 @@ class LaunchLinks:
     graphs: dict[int, int]
 
 
+@dataclass(frozen=True)
+class Placed:
+    """Where the timeline put the device work: each device span (by index into Profile.spans) and each graph batch
+    (by index into Profile.graphs) → (its track, its event's index there)."""
+
+    spans: dict[int, tuple[Track, int]]
+    batches: dict[int, tuple[Track, int]]
+
+
 class _Execs:
     """Exec points of a profile, sorted by time, grouped for the three kinds of look-up."""
 
@@ -166,11 +175,12 @@ class ExecArgs:
         return args
 
 
-def add_launches(tl: Timeline, track: Track, prof: Profile, links: LaunchLinks, placed: dict[int, tuple[Track, int]],
-                 batches: dict[int, tuple[Track, int]], exec_args: ExecArgs) -> None:
+def add_launches(tl: Timeline, track: Track, prof: Profile, links: LaunchLinks, placed: Placed, exec_args: ExecArgs
+                 ) -> None:
     """Every exec that launched something as an instant on `track` (the host's `Launches`), with a flow to each
-    device slice it started; those slices get the launch latency, a JIT graph entry its batch's buffers, a copy the
-    bytes its destination buffer holds (and the bandwidth) when its range does not say."""
+    device slice it started; those slices get the launch latency (in the launch table, and in their args for
+    display), a JIT graph entry its batch's buffers, a copy the bytes its destination buffer holds (and the
+    bandwidth) when its range does not say."""
     used = sorted(set(links.spans.values()) | set(links.graphs.values()), key=lambda i: (prof.points[i].ts, i))
     at: dict[int, int] = {}
     for i in used:
@@ -180,12 +190,14 @@ def add_launches(tl: Timeline, track: Track, prof: Profile, links: LaunchLinks, 
         track.dur.append(-1)
         track.names.append(tl.intern(LAUNCH_PREFIX + " ".join(pt.arg.name.split())))  # padded for DEBUG lines
         track.args[at[i]] = {"device": pt.device, **exec_args(pt.key, pt.arg)}
-    targets = [(placed[s], i, prof.spans[s].graph >= 0) for s, i in links.spans.items() if s in placed]
+    spans, batches = placed.spans, placed.batches
+    targets = [(spans[s], i, prof.spans[s].graph >= 0) for s, i in links.spans.items() if s in spans]
     targets += [(batches[g], i, True) for g, i in links.graphs.items() if g in batches]
     for (dst, j), i, in_graph in sorted(targets, key=lambda x: (x[0][0].ts[x[0][1]], x[0][0].uuid, x[0][1])):
         tl.flow(track, at[i], dst, j, FLOW_LAUNCH)
         pt, args = prof.points[i], dst.args.setdefault(j, {})
         args[ARG_LAUNCH_LATENCY] = dst.ts[j] - pt.ts
+        tl.launches.link(tl.launches.row(dst.uuid, j), i, args[ARG_LAUNCH_LATENCY])
         if in_graph and "buffers" not in args:
             args.update(exec_args(pt.key, pt.arg))
         if copy_ends(pt.arg.name) is not None and ARG_BYTES not in args:

@@ -70,7 +70,7 @@ def stream_profile(path: str | Path, tinygrad_version: str | None = None, min_by
             return None
     except OSError:
         return None
-    reader = _Reader(str(path))
+    reader = _EventReader(str(path))
 
     def consume(items: list) -> None:
         if reader.n == 0 and is_rewrites(items):
@@ -78,7 +78,7 @@ def stream_profile(path: str | Path, tinygrad_version: str | None = None, min_by
         reader.feed(items)
 
     try:
-        classes, part = streaming.stream(path, consume, tail=partial(_Reader, str(path), tail=True),
+        classes, part = streaming.stream(path, consume, tail=partial(_EventReader, str(path), tail=True),
                                          min_front=LEAF_EVENTS,  # the front has the events the release is told by
                                          executor=executor)
         if part is not None:
@@ -102,7 +102,7 @@ def profile_from(obj: Any, classes: set[str], path: str, tinygrad_version: str |
     if not isinstance(obj, list) or is_rewrites(obj):
         kind = "a rewrites trace" if is_rewrites(obj) else f"a {type(obj).__name__}"
         raise InputError(f"{path}: not a tinygrad profile ({kind}; a profile.pkl holds a list of events)")
-    reader = _Reader(path)
+    reader = _EventReader(path)
     try:
         reader.feed(obj)
     except InputError as e:  # a field the reader refuses, named
@@ -112,7 +112,7 @@ def profile_from(obj: Any, classes: set[str], path: str, tinygrad_version: str |
     return _finish(reader, classes, path, tinygrad_version)
 
 
-def _finish(reader: _Reader, classes: set[str], path: str, override: str | None) -> Profile:
+def _finish(reader: _EventReader, classes: set[str], path: str, override: str | None) -> Profile:
     try:
         return reader.finish(classes, override)
     except InputError as e:
@@ -224,19 +224,7 @@ def _has_uop_keys(e: Any) -> bool:
     return class_name(e) == "ProfileRangeEvent" and class_name(e.__dict__.get("name")) == "TracingKey"
 
 
-class _Ranges(NamedTuple):
-    """Host/device ranges read a column at a time, their timestamps not yet parsed (the text `st`/`en` fields)."""
-
-    first: int  # index in prof.spans of the first
-    devices: list
-    keys: list
-    sts: list
-    ens: list
-    profile_keys: list
-    copies: list[bool]
-
-
-class _Reader:
+class _EventReader:
     """One pass over the events, fed in batches (the whole list, or each batch as it is unpickled).
 
     Written for speed: a profile can hold tens of millions of events. What needs the whole profile (device clock
@@ -261,7 +249,7 @@ class _Reader:
         self.allocs: list[tuple[Alloc, Any, bool]] = []
         self.ranges: list = []  # ProfileRangeEvents not yet read (read column by column, see _read_ranges)
         self.unparsed: list[_Ranges] = []  # ranges whose timestamps are not yet parsed
-        self.columns = _Columns() if tail else None  # a stream's back half: its ranges' spans, never made here
+        self.columns = _SpanColumns() if tail else None  # a stream's back half: its ranges' spans, never made here
 
     def feed(self, events: list) -> None:
         handlers = self.handlers
@@ -321,12 +309,15 @@ class _Reader:
         assert columns is not None
         entries = [i for g in prof.graphs for i in g.entries]  # graph entries are Spans already
         ents = [prof.spans[i] for i in entries]
-        columns.add(entries, *(list(map(attrgetter(f), ents)) for f in Span.__slots__))
+        field = lambda f: list(map(attrgetter(f), ents))  # noqa: E731
+        columns.add(_SpanBatch(entries, field("device"), field("key"), field("st"), field("en"), field("profile_key"),
+                               field("is_copy"), field("graph")))
         content = {id(k): c for c, k in self.keys.items() if type(c) is str or StandInType not in set(map(type, c[1]))}
         keys = [(content.get(id(k)), k) for k in columns.keys.values]
-        return _Part(self.n, self.fields, keys, columns.devices.values, columns.profile_keys.values,
-                     columns.ordered(), prof.points, self.allocs, prof.graphs, prof.programs, prof.devices,
-                     prof.captures, prof.unknown, self.offsets)
+        return _Part(n=self.n, fields=self.fields, keys=keys, devices=columns.devices.values,
+                     profile_keys=columns.profile_keys.values, columns=columns.ordered(), points=prof.points,
+                     allocs=self.allocs, graphs=prof.graphs, programs=prof.programs, devices_info=prof.devices,
+                     captures=prof.captures, unknown=prof.unknown, offsets=self.offsets)
 
     def merge(self, part: _Part) -> None:
         """Append what a reader of the stream's back half read (`part`): Keys of the same content as one of this
@@ -423,19 +414,16 @@ class _Reader:
         sts = _times(chain.from_iterable(g.sts for g in groups), "ProfileRangeEvent.st", none=False)
         ens = _times(chain.from_iterable(g.ens for g in groups), "ProfileRangeEvent.en")
         if self.columns is not None:
+            joined = lambda f: list(chain.from_iterable(getattr(g, f) for g in groups))  # noqa: E731
             places = list(chain.from_iterable(range(g.first, g.first + len(g.keys)) for g in groups))
-
-            def joined(column: str) -> list:
-                return list(chain.from_iterable(getattr(g, column) for g in groups))
-
-            self.columns.add(places, joined("devices"), joined("keys"), sts, ens, joined("profile_keys"), None,
-                             joined("copies"))
+            self.columns.add(_SpanBatch(places, joined("devices"), joined("keys"), sts, ens, joined("profile_keys"),
+                                        joined("copies")))
             return
         at, spans = 0, self.prof.spans
-        for first, devices, keys, _, _, profile_keys, copies in groups:
-            n = len(keys)
-            spans[first:first + n] = map(Span, devices, keys, sts[at:at + n], ens[at:at + n], profile_keys,
-                                         repeat(-1), copies)
+        for g in groups:
+            n = len(g.keys)
+            spans[g.first:g.first + n] = map(Span, g.devices, g.keys, sts[at:at + n], ens[at:at + n], g.profile_keys,
+                                             repeat(-1), g.copies)
             at += n
 
     def point(self, e: Any) -> None:
@@ -523,7 +511,7 @@ class _Reader:
 
 @dataclass
 class _Part:
-    """A stream's back half as its reader read it (see `_Reader.part`)."""
+    """A stream's back half as its reader read it (see `_EventReader.part`)."""
 
     n: int
     fields: dict[str, tuple[tuple, tuple | None]]
@@ -560,7 +548,32 @@ class _Coder:
         return np.fromiter(map(index.__getitem__, of), np.int32, len(of))
 
 
-class _Columns:
+class _Ranges(NamedTuple):
+    """ProfileRangeEvents of one batch read column by column, their timestamps not yet parsed."""
+
+    first: int  # index in Profile.spans of the first
+    devices: list[str]
+    keys: list[Key]
+    sts: list
+    ens: list
+    profile_keys: list[bytes | None]
+    copies: list[bool]
+
+
+class _SpanBatch(NamedTuple):
+    """Spans as columns, at their places in Profile.spans (for _SpanColumns)."""
+
+    places: list[int]
+    devices: list[str]
+    keys: list[Key]
+    sts: list[int]
+    ens: list[int | None]
+    profile_keys: list[bytes | None]
+    copies: list[bool]
+    graph: list[int] | None = None  # None: no graph entries
+
+
+class _SpanColumns:
     """Spans as columns, added batch by batch in any order of their places (a stream's back half: no Span is made
     in its process)."""
 
@@ -568,19 +581,18 @@ class _Columns:
         self.devices, self.keys, self.profile_keys = _Coder(), _Coder(by_id=True), _Coder()
         self.batches: list[dict[str, np.ndarray]] = []
 
-    def add(self, places: list[int] | np.ndarray, devices: list, keys: list, sts: list, ens: list,
-            profile_keys: list, graph: list | None, copies: list) -> None:
-        n = len(keys)
+    def add(self, b: _SpanBatch) -> None:
+        n, ens = len(b.keys), b.ens
         never = np.zeros(n, bool)
         if None in ens:
             never[:] = [en is None for en in ens]
             ens = [0 if en is None else en for en in ens]
         self.batches.append({
-            "place": np.asarray(places, np.int64), "device": self.devices(devices), "key": self.keys(keys),
-            "st": np.fromiter(sts, np.int64, n), "en": np.fromiter(ens, np.int64, n), "never": never,
-            "profile_key": self.profile_keys(profile_keys),
-            "graph": np.full(n, -1, np.int64) if graph is None else np.asarray(graph, np.int64),
-            "is_copy": np.fromiter(copies, bool, n)})
+            "place": np.asarray(b.places, np.int64), "device": self.devices(b.devices), "key": self.keys(b.keys),
+            "st": np.fromiter(b.sts, np.int64, n), "en": np.fromiter(ens, np.int64, n), "never": never,
+            "profile_key": self.profile_keys(b.profile_keys),
+            "graph": np.full(n, -1, np.int64) if b.graph is None else np.asarray(b.graph, np.int64),
+            "is_copy": np.fromiter(b.copies, bool, n)})
 
     def ordered(self) -> dict[str, np.ndarray]:
         """Every column, in the spans' order."""

@@ -1,4 +1,5 @@
-"""records.Profile (+ optional RewriteLog) → Timeline: the track layout users and scripts rely on.
+"""records.Profile (+ optional RewriteLog) → Timeline: the track layout users and scripts rely on, and its launch
+table (launchtable: each device launch's program, category, estimates, exec link and latency, as columns).
 
 Roots, in order: host tracks (TINY, USER, GC), devices in natural order (NULL, NULL:1, AMD, AMD:1, …), Markers.
 Under TINY: its spans, then `Launches` (the exec events, each with flows to the device work it started).
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import bisect
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property, partial
 from itertools import chain
 from operator import attrgetter
@@ -24,8 +25,10 @@ import numpy as np
 
 from ..devices import HOST, device_root, is_copy, is_copy_engine, natural
 from ..forks import SERIAL, Executor
+from ..launchtable import CATEGORIES, GRAPH, LaunchRows, LaunchTableBuilder
 from ..limits import TEXT_CAP, capped
 from ..pma import add_pma_tracks
+from ..programs import ProgramIndex
 from ..records import Alloc, Exec, Marker, Profile, RewriteLog, Span
 from ..sqtt import Launch, add_sqtt_tracks, load_launches, pmc_span_args
 from ..timeline import (
@@ -40,12 +43,12 @@ from ..timeline import (
     Role,
     Timeline,
     Track,
-    Work,
     slice_events,
 )
 from .buffers import lifetimes
-from .estimates import Estimates
-from .launches import LAUNCHES, ExecArgs, LaunchLinks, add_launches, link_launches
+from .categories import category
+from .estimates import LaunchEstimates, LaunchFigures, rate_args
+from .launches import LAUNCHES, ExecArgs, LaunchLinks, Placed, add_launches, link_launches
 
 FORK_SPANS = 300_000  # spans from which host spans are prepared in a forked process (below, forking costs more)
 # the stages of a build (see the module's docstring)
@@ -115,7 +118,15 @@ def build_timeline(prof: Profile, rewrites: RewriteLog | None = None, launches: 
 
 
 @dataclass
-class _Columns:
+class _Launches:
+    """What a device's spans add to the launch table besides their times and names, per span in track order."""
+
+    keys: np.ndarray  # the launched program's key (bytes or None), object
+    figures: np.ndarray  # (FLOPs, mem bytes, lds bytes) estimates, NaN where none: float64, n × 3
+
+
+@dataclass
+class _TrackColumns:
     """One device string's spans as its tracks hold them (sorted, each with its lane), before any is placed: rows
     give each span's name, args and callstack. Made apart from placing (a host device's in a forked process) and
     interned only when placed, so that ids come in the order placing uses them."""
@@ -128,7 +139,7 @@ class _Columns:
     names: list[str]  # rows in order of first use
     args: np.ndarray  # dict per row (shared by the spans of a row)
     frames: list[tuple[Frame, ...] | None]  # the row's callstack, outermost frame first
-    work: dict[int, Work] = field(default_factory=dict)  # row → its launch's estimated work, where it has one
+    launches: _Launches | None = None  # a device's spans (rows are spans then)
 
 
 def _sorted_spans(spans: list[Span], idx: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
@@ -142,6 +153,12 @@ def _sorted_spans(spans: list[Span], idx: list[int]) -> tuple[np.ndarray, np.nda
     st, en = st[order], np.maximum(en[order], st[order])
     lanes = np.zeros(len(sub), np.int8) if _nested(st, en) else np.array(_lanes(st.tolist(), en.tolist()))
     return sub[order], order, st, np.where(en > st, en - st, -1), lanes
+
+
+def _launch_rows(track: Track, keys: np.ndarray, categories: np.ndarray, figures: np.ndarray) -> LaunchRows:
+    """A launch track's rows of the launch table: its events' times and names, and per event the rest."""
+    return LaunchRows(np.array(track.ts, np.int64), np.array(track.dur, np.int64), np.array(track.names, np.int32),
+                      keys.tolist(), categories, figures[:, 0].copy(), figures[:, 1].copy(), figures[:, 2].copy())
 
 
 class _Once:
@@ -211,7 +228,7 @@ def _by_device(spans: list[Span]) -> dict[str, list[int]]:
 
 
 def _host_columns(spans: list[Span], by_dev: dict[str, list[int]] | None = None, biggest: bool = False
-                  ) -> dict[str, _Columns]:
+                  ) -> dict[str, _TrackColumns]:
     """Host devices' spans (most of a profile's events): a row per shared Key, its name and args made once. Those of
     the host device with the most spans, or of the others."""
     by_dev = _by_device(spans) if by_dev is None else by_dev
@@ -225,9 +242,10 @@ def _host_columns(spans: list[Span], by_dev: dict[str, list[int]] | None = None,
         row = {i: n for n, i in enumerate(first)}
         parts = _KeyParts()
         named = [_key_args(k, parts) for k in first.values()]
-        out[dev] = _Columns(None, st, dur, lanes, np.fromiter(map(row.__getitem__, map(id, keys)), np.int32, len(keys)),
-                            [name for name, _ in named], np.fromiter((a for _, a in named), object, len(named)),
-                            [parts.frames(k.tb) for k in first.values()])
+        out[dev] = _TrackColumns(None, st, dur, lanes,
+                                 np.fromiter(map(row.__getitem__, map(id, keys)), np.int32, len(keys)),
+                                 [name for name, _ in named], np.fromiter((a for _, a in named), object, len(named)),
+                                 [parts.frames(k.tb) for k in first.values()])
     return out
 
 
@@ -236,9 +254,11 @@ class _Builder:
                  stages: frozenset[str] = ALL_STAGES, executor: Executor = SERIAL) -> None:
         self.p, self.tl, self.launches = prof, Timeline(prof.path), launches
         self.stages, self.executor = stages, executor
-        self.est = Estimates(rewrites) if rewrites is not None else None
-        self.placed: dict[int, tuple[Track, int]] = {}  # device span index → (track, event index)
-        self.batches: dict[int, tuple[Track, int]] = {}  # graph batch index → its `batched N` slice
+        self.est = LaunchEstimates(rewrites) if rewrites is not None else None
+        self.programs = ProgramIndex(rewrites.contexts) if rewrites is not None else None  # UOps, for categories
+        self.placed = Placed({}, {})  # where device spans and graph batches went
+        self.table = LaunchTableBuilder()
+        self._categories: dict[tuple[int, bytes | None, Role], int] = {}  # (name id, program, role) → category code
         self.pmc: dict[int, dict] = {}
         self._named: dict[tuple[str, str], tuple[list[int], list]] = {}  # (device, kernel) → its exec events
         self.parts = _KeyParts()
@@ -254,13 +274,14 @@ class _Builder:
         if GRAPH_FLOWS in self.stages:
             self._flows()
         self._metadata()
+        self.tl.launches = self.table.table([t.uuid for t in self.tl.tracks])
         if self.links.spans:
-            add_launches(self.tl, self.launches_track, self.p, self.links, self.placed, self.batches, self.exec_args)
+            add_launches(self.tl, self.launches_track, self.p, self.links, self.placed, self.exec_args)
         if MARKERS in self.stages:
             self._markers()
         return self.tl
 
-    def _columns(self) -> tuple[dict[str, _Columns], dict[str, list[int]]]:
+    def _columns(self) -> tuple[dict[str, _TrackColumns], dict[str, list[int]]]:
         """Every placed device string's spans as columns (and each one's span indexes); the launch links, memory
         and buffer lifetimes meanwhile."""
         # the biggest host device's spans (alone half of this build) are sorted and named in a forked process meanwhile;
@@ -282,8 +303,8 @@ class _Builder:
         columns |= {d: self._device_columns(d, idx, execs.get(d)) for d, idx in spans_by_dev.items() if d not in HOST}
         return (columns | biggest()) if host else columns, spans_by_dev
 
-    def _root(self, root: str, spans_by_dev: dict[str, list[int]], columns: dict[str, _Columns], mem_devs: list[str]
-              ) -> None:
+    def _root(self, root: str, spans_by_dev: dict[str, list[int]], columns: dict[str, _TrackColumns],
+              mem_devs: list[str]) -> None:
         """A root's group and its tracks, in order."""
         group = self.tl.add_track(root, None, "group", Role.HOST if root in HOST else Role.DEVICE)
         devs = sorted((d for d in spans_by_dev if device_root(d) == root), key=natural)
@@ -311,7 +332,7 @@ class _Builder:
         return {device_root(g.device) for g in self.p.graphs if g.entries}
 
     # --- slices -------------------------------------------------------------------------------------------------
-    def _place(self, group: Track, dev: str, c: _Columns) -> None:
+    def _place(self, group: Track, dev: str, c: _TrackColumns) -> None:
         """Spans of one device string on as many same-named lanes as keep every lane properly nested."""
         intern, stack = self.tl.intern, _Once(self.tl.intern_stack)
         sids = np.array([intern(name) for name in c.names], np.int64)[c.rows]
@@ -329,29 +350,47 @@ class _Builder:
             rows, with_args, with_stack = c.rows[at], np.flatnonzero(has_args[at]), np.flatnonzero(stacks[at] >= 0)
             track.args = dict(zip(with_args.tolist(), c.args[rows[with_args]].tolist(), strict=True))
             track.stacks = dict(zip(with_stack.tolist(), stacks[at][with_stack].tolist(), strict=True))
-            if c.work:  # device columns: a row per span, in track order
-                track.work = dict(c.work) if n_lanes == 1 else {
-                    n: c.work[r] for n, r in enumerate(c.rows[at].tolist()) if r in c.work}
             if c.idx is not None:
-                self.placed.update((i, (track, n)) for n, i in enumerate(c.idx[at].tolist()))
+                self.placed.spans.update((i, (track, n)) for n, i in enumerate(c.idx[at].tolist()))
+            if c.launches is not None:
+                keys = c.launches.keys[at]
+                self.table.add(track.uuid, _launch_rows(track, keys, self._category_codes(track, keys),
+                                                        c.launches.figures[at]))
 
-    def _device_columns(self, dev: str, idx: list[int], execs: list | None) -> _Columns:
+    def _category_codes(self, track: Track, keys: np.ndarray) -> np.ndarray:
+        """Each launch's category (a code into CATEGORIES) from its name as shown, its track and its program."""
+        cache, strings, programs = self._categories, self.tl.strings, self.programs
+        out = np.empty(len(keys), np.int8)
+        for j, (sid, key) in enumerate(zip(track.names.tolist(), keys.tolist(), strict=True)):
+            code = cache.get((sid, key, track.role))
+            if code is None:
+                name = strings[sid]
+                uops = programs.uops(key, name) if programs is not None else None
+                code = cache[(sid, key, track.role)] = CATEGORIES.index(category(name, track.role, uops))
+            out[j] = code
+        return out
+
+    def _device_columns(self, dev: str, idx: list[int], execs: list | None) -> _TrackColumns:
         """A device's spans: a row each (kernel args name the launch)."""
         sub, order, st, dur, lanes = _sorted_spans(self.p.spans, idx)
         at = np.array(idx)[order]
-        names, args, work = [], np.empty(len(sub), object), {}
+        names, args = [], np.empty(len(sub), object)
+        figures = np.full((len(sub), 3), np.nan)
         for j, (s, i) in enumerate(zip(sub, at.tolist(), strict=True)):
-            name, a, w = self._device_name_args(s, execs)
+            name, a, fig = self._device_name_args(s, execs)
             names.append(name)
             args[j] = {**a, **self.pmc[i]} if i in self.pmc else a
-            if w is not None:
-                work[j] = w
+            if fig is not None:
+                figures[j] = [np.nan if v is None else v for v in fig]
         frames = [self.parts.frames(s.key.tb) for s in sub] if CALLSTACKS in self.stages else [None] * len(sub)
-        return _Columns(at, st, dur, lanes, np.arange(len(sub), dtype=np.int32), names, args, frames, work)
+        keys = np.empty(len(sub), object)
+        keys[:] = [s.profile_key for s in sub]
+        return _TrackColumns(at, st, dur, lanes, np.arange(len(sub), dtype=np.int32), names, args, frames,
+                             _Launches(keys, figures))
 
-    def _device_name_args(self, s: Span, execs: list | None) -> tuple[str, dict, Work | None]:
-        """A device span's name, args and estimated work (None without an estimate)."""
-        k, args, work = s.key, dict(_key_args(s.key, self.parts)[1]), None
+    def _device_name_args(self, s: Span, execs: list | None) -> tuple[str, dict, LaunchFigures | None]:
+        """A device span's name as shown, its args, and its estimated figures (None without)."""
+        k, args = s.key, dict(_key_args(s.key, self.parts)[1])
         dur = (s.en or s.st) - s.st
         ctx = self.est.lookup(s.profile_key, k.name) if self.est is not None else None
         if ctx is None and is_copy(s):  # a range linked to a kernel is one (0.11 flags every CPU range a copy)
@@ -369,17 +408,18 @@ class _Builder:
             var_vals = e.var_vals
             if s.graph < 0 and LAUNCH_LINKS in self.stages:
                 args.update(self.exec_args(key, e))
+        figures = None
         if ctx is not None:
             name = ctx.key.name
             if self.est.exec_by_name:  # 0.12: only an exec event of this kernel gives it variables
                 named = self._exec_for(self._named_execs(s.device, name), s.st)
                 var_vals = named[1].var_vals if named is not None else None
-            if var_vals is not None:
-                work = self.est.work(ctx, var_vals)
-                args.update(self.est.rates(work, dur * 1e-9))
+            if var_vals is not None and dur > 0:
+                figures = self.est.figures(ctx, var_vals)
+                args.update(rate_args(figures, dur))
         if s.profile_key is not None:
             args[ARG_PROGRAM] = s.profile_key.hex()
-        return name, args, work
+        return name, args, figures
 
     # --- kernel launches: exec points and buffers ----------------------------------------------------------------
     def _execs_by_device(self) -> dict[str, list]:
@@ -432,7 +472,11 @@ class _Builder:
             track.ts.append(st)
             track.dur.append(en - st if en > st else -1)
             track.names.append(self.tl.intern(f"batched {n}"))
-            self.batches[gi] = (track, len(track) - 1)
+            self.placed.batches[gi] = (track, len(track) - 1)
+        for track, _ in lanes:
+            keys = np.full(len(track), None, object)
+            self.table.add(track.uuid, _launch_rows(track, keys, np.full(len(track), CATEGORIES.index(GRAPH), np.int8),
+                                                    np.full((len(track), 3), np.nan)))
 
     def _flows(self) -> None:
         """Graph dependencies: a flow from each entry an entry waits for to that entry."""
@@ -441,7 +485,7 @@ class _Builder:
                 for d in deps if isinstance(deps, (list, tuple)) else (deps,):
                     if not (isinstance(d, int) and 0 <= d < len(g.entries) and i < len(g.entries)):
                         continue
-                    self.tl.flow(*self.placed[g.entries[d]], *self.placed[g.entries[i]])
+                    self.tl.flow(*self.placed.spans[g.entries[d]], *self.placed.spans[g.entries[i]])
 
     def _memory(self, group: Track, dev: str, ts: list[int], totals: list[int]) -> None:
         """Live buffer bytes over time (Profile.memory): its maximum is the device's peak."""

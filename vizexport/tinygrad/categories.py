@@ -1,21 +1,16 @@
-"""What kind of work a kernel is, from tinygrad's kernel naming (and its program's UOps where the rewrites trace gives
+"""What kind of work a launch is, from tinygrad's kernel naming (and its program's UOps where the rewrites trace gives
 them): tinygrad names a kernel `r_…` when it reduces and `E_…` otherwise (codegen/opt/postrange.py) — just `r` or `E`
 without dimensions, and with `n<k>` appended where names repeat (0.12: `En8`, `r_8_4n1`) — and a copy
-`<src> -> <dst>` (or `copy …` on host-side devices)."""
+`<src> -> <dst>` (or `copy …` on host-side devices). The timeline's reader fills the launch table's category column
+with it (launchtable.CATEGORIES)."""
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
 
+from ..launchtable import COPY, ELEMENTWISE, GRAPH, OTHER, REDUCE, TENSOR_CORES
 from ..timeline import Role
 
-ELEMENTWISE = "elementwise"
-REDUCE = "reduce"
-TENSOR_CORES = "matmul (tensor cores)"
-COPY = "copy"
-GRAPH = "graph batch"
-OTHER = "other"
-CATEGORIES = (ELEMENTWISE, REDUCE, TENSOR_CORES, COPY, GRAPH, OTHER)
 _KIND = re.compile(r"([rE])(?:_|n\d+$|$)")  # the kind letter of a kernel name: r_4_32, E, En8
 
 
