@@ -14,4 +14,4 @@ runuser -u postgres -- "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -l "$PG_DIR/log" -w \
   -o "-p $PG_PORT -k $PG_DIR -c listen_addresses=127.0.0.1 -c fsync=off" start >/dev/null
 runuser -u postgres -- "$PG_BIN/createdb" -h 127.0.0.1 -p "$PG_PORT" vizexport_test
 export VIZEXPORT_TEST_PG="postgresql://postgres@127.0.0.1:$PG_PORT/vizexport_test"
-trap 'runuser -u postgres -- "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -m fast stop >/dev/null; rm -rf "$PG_DIR"' EXIT
+trap 'cd / && runuser -u postgres -- "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -m fast stop >/dev/null; rm -rf "$PG_DIR"' EXIT
