@@ -11,7 +11,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.test_inputs import on_terminal  # noqa: E402 - the tests' pty reader
+from tests.conftest import on_terminal  # noqa: E402 - the tests' pty reader
 
 SAMPLE = ROOT / "vizexport" / "data" / "sample"
 

@@ -1,9 +1,16 @@
 """Shared test helpers. Real fixtures come from ../shared/fixtures; tests that need them skip where it is absent."""
 from __future__ import annotations
 
+import fcntl
 import json
+import os
+import pty
+import select
+import struct
 import subprocess
 import sys
+import termios
+import time
 from pathlib import Path
 
 import pytest
@@ -80,3 +87,30 @@ def tpq(trace: Path, *sql: str) -> list:
                        check=False)
     assert r.returncode == 0, r.stderr
     return [json.loads(line) for line in r.stdout.splitlines()]
+
+
+def on_terminal(*args: object, columns: int = 120) -> tuple[float | None, bytes, int]:
+    """Run the command with stderr on a pseudo-terminal: the seconds to its first byte there, all it wrote there, and
+    its exit code."""
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+    t0 = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-m", "vizexport", *map(str, args)], stdout=subprocess.DEVNULL,
+                            stderr=follower, cwd=ROOT)
+    os.close(follower)
+    first, seen = None, b""
+    while True:
+        if not select.select([leader], [], [], 1)[0]:
+            if proc.poll() is not None:
+                break
+            continue
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the terminal closed: the process is done
+            break
+        if not chunk:
+            break
+        first = time.monotonic() - t0 if first is None else first
+        seen += chunk
+    os.close(leader)
+    return first, seen, proc.wait()

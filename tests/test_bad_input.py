@@ -10,7 +10,7 @@ import pytest
 import vizexport
 from vizexport.pickles import InputError
 
-from .conftest import FIXTURES, ROOT, fixture_files, run_cli
+from .conftest import FIXTURES, ROOT, fixture_files, on_terminal, run_cli
 
 SAMPLE = Path(vizexport.__file__).parent / "data" / "sample"
 
@@ -97,32 +97,11 @@ def test_random_cuts_of_every_fixture(tmp_path: Path):
 
 def test_progress_bar_only_on_a_terminal(tmp_path: Path):
     """On a terminal the conversion draws a tqdm bar on stderr; through a pipe (CI logs) stderr stays empty."""
-    import fcntl
-    import os
-    import pty
-    import struct
-    import subprocess
-    import sys
-    import termios
     sample = ROOT / "vizexport" / "data" / "sample" / "profile.pkl"
-    piped = subprocess.run([sys.executable, "-m", "vizexport", str(sample), "-o", str(tmp_path / "a.pftrace")],
-                           capture_output=True, text=True, cwd=ROOT)
+    piped = run_cli(sample, "-o", tmp_path / "a.pftrace")
     assert piped.returncode == 0 and piped.stderr == ""
-    leader, follower = pty.openpty()
-    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))  # a terminal 100 columns wide
-    with subprocess.Popen([sys.executable, "-m", "vizexport", str(sample), "-o", str(tmp_path / "b.pftrace")],
-                          stdout=subprocess.DEVNULL, stderr=follower, cwd=ROOT) as p:
-        os.close(follower)
-        seen = b""
-        while True:
-            try:
-                chunk = os.read(leader, 4096)
-            except OSError:  # the terminal closed: the process is done
-                break
-            if not chunk:
-                break
-            seen += chunk
-    assert p.returncode == 0 and b"writing" in seen and b"events" in seen
+    _, seen, code = on_terminal(sample, "-o", tmp_path / "b.pftrace", columns=100)  # a terminal 100 columns wide
+    assert code == 0 and b"writing" in seen and b"events" in seen
 
 
 @pytest.mark.parametrize(("args", "line"), [

@@ -27,7 +27,7 @@ from vizexport.latest import age_text, latest_inputs
 from vizexport.tinygrad import locations
 
 from . import tinyfake as tf
-from .conftest import ROOT, run_cli
+from .conftest import ROOT, on_terminal, run_cli
 
 SAMPLE = ROOT / "vizexport" / "data" / "sample"
 USER = getpass.getuser()
@@ -258,33 +258,6 @@ def test_info_lists_the_samples_markers():
 
 
 # ---- words on a terminal ----
-
-def on_terminal(*args: object, columns: int = 120) -> tuple[float | None, bytes, int]:
-    """Run the command with stderr on a pseudo-terminal: the seconds to its first byte there, all it wrote there, and
-    its exit code."""
-    leader, follower = pty.openpty()
-    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
-    t0 = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "vizexport", *map(str, args)], stdout=subprocess.DEVNULL,
-                            stderr=follower, cwd=ROOT)
-    os.close(follower)
-    first, seen = None, b""
-    while True:
-        if not select.select([leader], [], [], 1)[0]:
-            if proc.poll() is not None:
-                break
-            continue
-        try:
-            chunk = os.read(leader, 65536)
-        except OSError:  # the terminal closed: the process is done
-            break
-        if not chunk:
-            break
-        first = time.monotonic() - t0 if first is None else first
-        seen += chunk
-    os.close(leader)
-    return first, seen, proc.wait()
-
 
 def test_first_words_within_a_second_and_whole_counts(tmp_path: Path):
     """Was: nothing on the terminal until the writing began (2 to 10 s for 1M events), then `1.00/20.0` on the
