@@ -7,8 +7,8 @@ machine's memory or disk:
   inherited plus that share; fewer workers are forked where shares would be too small. Graphviz gets what its
   process has left (`child_memory`). Inherited pages a worker writes to are copied (copy on write) uncounted: the
   workers' parent freezes its objects for the fork so that a collection does not write to them. Real runs stay far
-  below the cap (a 1,000,000-event profile peaks near 0.9 GiB of its 2.2 GiB; the 20,000,000-event one near 7 of
-  25.6 GiB).
+  below the cap (a 1,000,000-event profile peaks near 0.9 GiB of its 3.2 GiB; the 20,000,000-event one near 7 of
+  26.6 GiB).
 - output: every byte written through output.atomic_file, by this process and its forked workers, is counted; past
   max(OUTPUT_BASE, OUTPUT_PER_INPUT_BYTE × the inputs' size) (SVG_OUTPUT_PER_INPUT_BYTE × for the SVG export) the
   command stops with OutputLimitError, and nothing is left of the output.
@@ -34,7 +34,8 @@ try:
 except ImportError:  # not on Windows: no cap there
     resource = None  # type: ignore[assignment]
 
-MEMORY_BASE = 1 << 30  # the interpreter, numpy and a site's worth of rendering
+MEMORY_BASE = 2 << 30  # the interpreter, numpy, a site's rendering and a rewrites trace's replay: a training step's
+# site (a 6 MB rewrites trace, 49,000 matches) needs ~1.5 GiB of data memory as RLIMIT_DATA counts it (0.45 resident)
 MEMORY_PER_INPUT_BYTE = 16  # loading takes about 10× a profile's size, the timeline and writer a little more
 GIB = 1 << 30
 MIB = 1 << 20
