@@ -21,7 +21,7 @@ from ..walks import BudgetError, CycleError, post_order
 from .common import DTypeText, as_key, sequence, text
 from .estimates import context_cost
 from .profile import is_rewrites
-from .program import find_node, uop_list
+from .program import LINEARIZE, find_node, uop_list
 from .releases import enum_table, rewrites_release, uop_leaf, with_override
 from .standins import get_field, has, uop_view
 
@@ -270,7 +270,8 @@ def _source(key: Any, rewrites: list[Rewrite], uops: dict[int, UOpRec]) -> str |
         return ret.__dict__["src"]
     if len(d.get("keys") or ()) < 2:  # schedule contexts have one key; codegen ones (name, ast[, program key])
         return None
-    node = find_node(rewrites, uops, "SOURCE")
+    # the render's own program: later rewrites (precompile kernels) can reach other kernels' sources
+    node = find_node([r for r in rewrites if r.name == LINEARIZE] or rewrites, uops, "SOURCE")
     return node.arg if node is not None and isinstance(node.arg, str) else None
 
 
