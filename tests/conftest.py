@@ -6,6 +6,7 @@ import json
 import os
 import pty
 import select
+import shutil
 import struct
 import subprocess
 import sys
@@ -114,3 +115,8 @@ def on_terminal(*args: object, columns: int = 120) -> tuple[float | None, bytes,
         seen += chunk
     os.close(leader)
     return first, seen, proc.wait()
+
+
+# Graphviz's dot draws the SVG export (sites lay graphs out in the browser): an optional system tool
+needs_dot = pytest.mark.skipif(shutil.which("dot") is None,
+                               reason="Graphviz dot is not installed (apt-get install graphviz)")

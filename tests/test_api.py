@@ -12,6 +12,7 @@ import vizexport
 from vizexport.records import Alloc, Point, Profile, Release
 from vizexport.timeline import ARG_GFLOPS, ARG_PROGRAM, Role
 
+from .conftest import needs_dot
 from .trace_rules import check
 
 SAMPLE = Path(vizexport.__file__).parent / "data" / "sample"
@@ -60,6 +61,7 @@ def test_summaries(sample):
     assert (r.kind, r.contexts, r.rewrites, r.matches, r.uops) == ("rewrites", 20, 502, 1215, 6143)
 
 
+@needs_dot
 def test_rewrites_and_site(sample, tmp_path: Path):
     prof, log = sample
     m = vizexport.render_rewrites(log, tmp_path / "rw", ctx="^E_", jobs=1)

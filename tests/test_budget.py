@@ -21,7 +21,7 @@ from vizexport.errors import InputError
 from vizexport.output import write_atomic
 
 from . import tinyfake as tf
-from .conftest import ROOT, run_cli
+from .conftest import ROOT, needs_dot, run_cli
 from .trace_rules import check
 
 SAMPLE = ROOT / "vizexport" / "data" / "sample"
@@ -65,6 +65,7 @@ def shared_name(events: int, size: int) -> tuple[str, bytes]:
 
 # ---- memo-shared objects are read once ----
 
+@needs_dot
 def test_a_context_listed_200_times_is_one_context(tmp_path: Path):
     (tmp_path / "once.pkl").write_bytes(chains(2, 5, 3))
     (tmp_path / "many.pkl").write_bytes(data := chains(2, 5, 3, listed=200))
@@ -271,6 +272,7 @@ def _tree_private(pid: int) -> int:
     return total
 
 
+@needs_dot
 @needs_linux
 def test_jobs_4_under_a_1_gib_cap_stay_under_1_5_gib(tmp_path: Path):
     """Workers that each would use gigabytes replaying (before: 3.4 GiB in all under a "1.0 GiB" cap)."""

@@ -29,7 +29,7 @@ from vizexport.records import Context, Key, Match, Release, Rewrite, RewriteLog,
 from vizexport.tinygrad.args import ArgText, arg_key
 from vizexport.tinygrad.replay import Nodes, Replayer, ReplayError, real_matches
 
-from .conftest import FIXTURES, ROOT
+from .conftest import FIXTURES, ROOT, needs_dot
 
 SAMPLE = ROOT / "vizexport" / "data" / "sample"
 REFERENCE = json.loads((ROOT / "tests" / "data" / "replay_figures.json").read_text())
@@ -203,6 +203,7 @@ def outroot(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("graphs")
 
 
+@needs_dot
 @pytest.mark.parametrize(("key", "ctx"), [pytest.param(k, c, id=k, marks=params([k])[0].marks) for k, c in RENDERED])
 def test_render(key: str, ctx: str, outroot: Path):
     out = outroot / key.replace("/", "_")
@@ -230,6 +231,7 @@ def test_render(key: str, ctx: str, outroot: Path):
                 assert s["seconds"] == (None if m_.seconds is None else pytest.approx(m_.seconds))
 
 
+@needs_dot
 @pytest.mark.parametrize(("key", "ctx"), [pytest.param(k, c, id=k, marks=params([k])[0].marks) for k, c in RENDERED])
 def test_highlighted_are_created(key: str, ctx: str, outroot: Path):
     """In each SVG, the nodes with class "created" are exactly the nodes the match created."""
@@ -254,6 +256,7 @@ def test_highlighted_are_created(key: str, ctx: str, outroot: Path):
     assert checked > 0
 
 
+@needs_dot
 def test_rerun_identical(outroot: Path, tmp_path: Path):
     """Same input, same options → byte-identical files (also with another number of processes)."""
     key, ctx = RENDERED[0]
@@ -268,6 +271,7 @@ def test_rerun_identical(outroot: Path, tmp_path: Path):
         assert (first / n).read_bytes() == (tmp_path / n).read_bytes(), n
 
 
+@needs_dot
 def test_all_steps_and_cap(tmp_path: Path):
     """--all-steps renders every step of a long rewrite; graphs above max_nodes show the change's neighbourhood."""
     log = log_of("sample/rewrites.pkl")
@@ -319,6 +323,7 @@ def test_hash_consing():
     assert nodes.rebuild(nodes.load(5), (nodes.load(0), nodes.load(1))) == nodes.load(5)
 
 
+@needs_dot
 def test_missing_uop_is_a_step_error(tmp_path: Path):
     log = tiny_log([Match(2, 99, None, None), Match(2, 4, None, None)])
     m = render_rewrites(log, tmp_path, jobs=1)
@@ -328,6 +333,7 @@ def test_missing_uop_is_a_step_error(tmp_path: Path):
     assert all(ET.parse(tmp_path / s["svg"]) for s in steps if s["svg"])
 
 
+@needs_dot
 def test_cycles(tmp_path: Path):
     """A cycle in the UOp table fails that rewrite's input; a cycle of replacements ends that rewrite with an
     error node (tinygrad: REWRITE_ERROR); the other rewrites still render."""
@@ -360,6 +366,7 @@ def test_profile_and_empty_input(tmp_path: Path):
     assert not (tmp_path / "manifest.json").exists()
 
 
+@needs_dot
 def test_timeout_becomes_a_note(tmp_path: Path):
     m = render_rewrites(tiny_log([Match(2, 4, None, None)]), tmp_path, jobs=1, timeout=1e-6)
     steps = m["contexts"][0]["rewrites"][0]["steps"]
@@ -378,6 +385,7 @@ def test_dot_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
         render_rewrites(tiny_log([]), tmp_path)
 
 
+@needs_dot
 def test_interrupt_leaves_no_partial_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     real = export_mod.render_batch
     calls = []
@@ -443,6 +451,7 @@ def test_policy():
     assert policy([Step(0, sink=1), dataclasses.replace(Step(1), error="x")], "default") == {0}
 
 
+@needs_dot
 def test_progress_reaches_total(tmp_path: Path):
     """render_rewrites reports rough work done, rising to its total, from forked workers too."""
     calls: list[tuple[int, int]] = []

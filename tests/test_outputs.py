@@ -28,11 +28,10 @@ from vizexport.output import (
 )
 
 from . import tinyfake as tf
-from .conftest import ROOT, run_cli
+from .conftest import ROOT, needs_dot, run_cli
 
 SAMPLE = ROOT / "vizexport" / "data" / "sample"
 DEAD_PID = 2**22 + 1  # above Linux's largest pid: no process has it
-needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz dot is not installed")
 
 
 def snapshot(root: Path) -> dict[str, bytes | str | None]:

@@ -21,7 +21,7 @@ from markupsafe import escape as html_escape
 import vizexport
 
 from .browser import viewer
-from .conftest import ROOT, TPQ_HOME, objdump_missing, run_cli
+from .conftest import ROOT, TPQ_HOME, needs_dot, objdump_missing, run_cli
 
 SAMPLE = ROOT / "vizexport" / "data" / "sample"
 SHOTS = ROOT / "test-output" / "site"
@@ -440,6 +440,7 @@ def test_site_needs_no_dot_and_svg_export_says_so(tmp_path: Path):
     assert not (tmp_path / "svg").exists()
 
 
+@needs_dot
 def test_rewrites_alone_are_svg_export_and_site(tmp_path: Path):
     """A rewrites trace alone: the folder is the SVG export (manifest, captioned step SVGs) and the site's pages."""
     r = run_cli(SAMPLE / "rewrites.pkl", "-o", tmp_path / "rw/")
