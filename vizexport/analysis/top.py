@@ -23,7 +23,6 @@ from .launches import DEVICE_ROLES, Runs, by_total, device_ns, group_launches, l
 P90 = 90  # the high percentile shown (numpy's default linear interpolation between launches)
 BY_PROGRAM, BY_NAME = "program", "name"  # rows per program key (a name's programs apart), or per name as tinygrad
 GROUPINGS = (BY_PROGRAM, BY_NAME)
-HCQ2_RELEASES = frozenset(("0.14.0", "master"))  # their CPU device times its kernels only on the HCQ2=1 path
 
 
 @dataclass
@@ -153,7 +152,6 @@ def launches_note(prof: Profile, table: KernelTable) -> str | None:
     if not untimed:
         return None if table.devices else "no device launches: the profile holds no work timed on a device"
     listed = ", ".join(f"{d} {n}" for d, n in untimed.items())
-    why = (f"tinygrad {prof.release.name} times CPU kernels only on its HCQ2 path (run with HCQ2=1)"
-           if prof.release.name in HCQ2_RELEASES and any(d.split(":")[0] == "CPU" for d in untimed)
-           else "the device recorded no time for them")
+    whys = [prof.untimed_why[r] for r in dict.fromkeys(d.split(":")[0] for d in untimed) if r in prof.untimed_why]
+    why = whys[0] if whys else "the device recorded no time for them"  # the reader knows the release
     return f"not timed on the device: launches the host made (exec events: {listed}); {why}"

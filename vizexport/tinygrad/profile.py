@@ -289,6 +289,9 @@ class _EventReader:
         release = profile_release(classes, fields, _const_leaves(self.leaf_events)) if self.n else EMPTY
         prof.release, prof.n_events = with_override(release, override), self.n
         bitsize = traits(prof.release.name).dtype_bits
+        if traits(prof.release.name).cpu_timed_on_hcq2:
+            prof.untimed_why["CPU"] = (f"tinygrad {prof.release.name} times CPU kernels only on its HCQ2 path (run "
+                                       "with HCQ2=1)")
         dtype_text = DTypeText(prof.release.name)
         total = 0
         for a, dt, in_elements in self.allocs:

@@ -56,6 +56,7 @@ class Traits:
     link_by_program_key: bool  # launches find their kernel by profile_key only (older: by name as well)
     exec_by_name: bool  # the exec event that gives a launch its variables must name the kernel (0.12)
     replay: Replay
+    cpu_timed_on_hcq2: bool = False  # its CPU device times kernels only on the HCQ2=1 path (0.14+)
 
 
 _OLD_REPLAY = Replay(False, False, "enter", False, tags=False)  # 0.10.2/0.10.3
@@ -63,7 +64,8 @@ _COUNT_011 = SpecCounting(ints_only=True, loop_end="ENDRANGE", special_size_in_a
                           mem_from_ast=True)
 _COUNT_012 = SpecCounting(ints_only=False, loop_end="END", special_size_in_arg=False, whole_index=False,
                           mem_from_ast=False)
-_MASTER = Traits(True, False, "addrspace", None, True, False, Replay(True, False, "opaque", True))
+_MASTER = Traits(True, False, "addrspace", None, True, False, Replay(True, False, "opaque", True),
+                 cpu_timed_on_hcq2=True)
 TRAITS: dict[str, Traits] = {
     "0.10.0": Traits(False, True, "local0", None, False, False, Replay(False, True, "enter", False, "always", False)),
     "0.10.1": Traits(False, True, "local", None, False, False,  # its viewer substitutes every step into the input
