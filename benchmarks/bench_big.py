@@ -1,11 +1,12 @@
-"""Convert a very large profile (default 20,000,000 events) and print time and peak memory.
+"""Convert a very large profile (default 20,000,000 events) with default options (overview + windows) and print time
+and peak memory; with --baseline, side by side with another checkout (e.g. the code before a change), alternated.
 
-The target (issue 3): a 20M-event profile converts on a 24 GiB, 2-core machine with peak RSS <= 8 GiB; tinygrad's own
-loader needs ~19 GiB just to unpickle it. The profile is made once by benchmarks/make_big_profile.py (incrementally,
-in a tinygrad 0.14.0 venv). Runs `vizexport PROFILE -o OUT.pftrace` in a fresh child process and reports the
-child's peak RSS (ru_maxrss of the converting process; the writer's forked encoders are reported separately).
+Targets (issue 36): in <= 0.5x the baseline's time and <= 4 GiB peak RSS (a standard CI runner has 7 GB). The profile
+is made once by benchmarks/make_big_profile.py (incrementally, in a tinygrad 0.14.0 venv). Each conversion runs
+`vizexport.cli.convert` in a fresh child process; peak RSS is that process's ru_maxrss (its forked workers' largest
+is reported apart).
 
-Usage: python benchmarks/bench_big.py [--events N] [--workdir DIR]
+Usage: python benchmarks/bench_big.py [--events N] [--workdir DIR] [--baseline CHECKOUT] [--repeat K]
 """
 import argparse
 import json
@@ -15,27 +16,46 @@ from pathlib import Path
 from bench_load import ROOT, venv_python
 from bench_windows import convert
 
+GIB = 2**30
+
+
+def _line(who: str, r: dict, events: int) -> str:
+    return (f"  {who}: {r['seconds']:.1f} s, peak RSS {r['rss'] / GIB:.2f} GiB ({r['rss'] / events:.0f} B/event), "
+            f"workers {r['workers_rss'] / GIB:.2f} GiB, output {r['bytes'] / 1e6:.1f} MB")
+
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--events", type=int, default=20_000_000)
     ap.add_argument("--source", type=Path, default=ROOT / "vizexport" / "data" / "sample" / "profile.pkl")
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/vizexport-bench"))
+    ap.add_argument("--baseline", type=Path, help="another vizexport checkout, converted alternately with this one")
+    ap.add_argument("--repeat", type=int, default=1, help="conversions of each, alternated (best time, peak RSS)")
     a = ap.parse_args()
     a.workdir.mkdir(parents=True, exist_ok=True)
     big = a.workdir / f"profile_{a.events}.pkl"
     if not big.exists():
         subprocess.run([venv_python("0.14.0"), str(ROOT / "benchmarks" / "make_big_profile.py"), str(a.source),
                         str(a.events), str(big)], check=True)
-    out = a.workdir / f"trace_{a.events}.pftrace"
     from vizexport.windows import WINDOW_EVENTS
-    r = convert(big, out, WINDOW_EVENTS)  # as `vizexport PROFILE -o OUT.pftrace` does by default
-    gib = 2**30
-    print(f"profile: {big} ({a.events:,} events, {big.stat().st_size / 1e9:.2f} GB)")
-    print(f"  vizexport → {out.name}: {r['seconds']:.1f} s, peak RSS {r['rss'] / gib:.2f} GiB "
-          f"({r['rss'] / a.events:.0f} B/event; target ≤ 8 GiB), encoder workers {r['workers_rss'] / gib:.2f} GiB, "
-          f"output {out.stat().st_size / 1e6:.1f} MB")
-    print(json.dumps({**r, "events": a.events}))
+    codes = {"this": ROOT} | ({"baseline": a.baseline} if a.baseline else {})
+    runs: dict[str, list[dict]] = {who: [] for who in codes}
+    for _ in range(a.repeat):
+        for who, code in codes.items():
+            out = a.workdir / f"trace_{a.events}_{who}.pftrace"
+            r = convert(big, out, WINDOW_EVENTS, code)  # as `vizexport PROFILE -o OUT.pftrace` does by default
+            windows = out.with_suffix(".windows")  # the windows beside the overview (docs/commands/convert.md)
+            size = out.stat().st_size + sum(f.stat().st_size for f in windows.glob("*.pftrace"))
+            runs[who].append({**r, "bytes": size})
+    best = {who: {**min(rs, key=lambda r: r["seconds"]), "rss": max(r["rss"] for r in rs)} for who, rs in runs.items()}
+    print(f"profile: {big} ({a.events:,} events, {big.stat().st_size / 1e9:.2f} GB); best of {a.repeat}")
+    for who, r in best.items():
+        print(_line(who, r, a.events))
+    if a.baseline:
+        t, b = best["this"], best["baseline"]
+        print(f"  this/baseline: time {t['seconds'] / b['seconds']:.2f}x (target <= 0.5), peak RSS "
+              f"{t['rss'] / GIB:.2f} GiB (target <= 4)")
+    print(json.dumps({"events": a.events, **best}))
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from vizexport import load_profile
-from vizexport.records import Alloc, Exec, Key, Point, Profile, Release, Span
+from vizexport.records import Alloc, Exec, Key, Point, Profile, Release, Span, SpanTable
 from vizexport.tinygrad.buffers import lifetimes
 from vizexport.tinygrad.timeline import build_timeline
 
@@ -59,7 +59,7 @@ def test_lifetimes_follow_the_counter_rules():
            Point("NULL", "alloc", 30, 2, Alloc(16, "int", 4)), Point("NULL", "free", 40, 1, None),
            Point("NULL", "free", 50, 2, None), Point("NULL:1", "exec", 45, 101, Exec("E_2", None, {}, [1], (), (0,)))]
     prof = Profile("t", Release("0.14.0", "override", "test"), len(pts), points=pts,
-                   spans=[Span("NULL", Key("E_4"), 15, 70)])
+                   spans=SpanTable.of([Span("NULL", Key("E_4"), 15, 70)]))
     got = [(lt.key, lt.st, lt.en, lt.alloc.nbytes, [u["mode"] for u in lt.users]) for lt in lifetimes(prof)["NULL"]]
     assert got == [(1, 10, 40, 64, ["out"]), (2, 20, 70, 8, []), (2, 30, 50, 16, ["in"])]
     tl = build_timeline(prof)

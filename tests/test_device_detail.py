@@ -12,7 +12,7 @@ import pytest
 from vizexport import load_profile
 from vizexport.perfetto import write_trace
 from vizexport.pma import CYCLES_PER_SAMPLE, decode
-from vizexport.records import Capture, DeviceInfo, Key, Profile, Release, Span
+from vizexport.records import Capture, DeviceInfo, Key, Profile, Release, Span, SpanTable
 from vizexport.timeline import Role
 from vizexport.tinygrad.timeline import build_timeline
 
@@ -105,7 +105,7 @@ def _pma_profile(n_samples: int) -> tuple[Profile, list]:
     blob = _packets({0x21: b"".join(_ampere(pc, AMPERE_KEYS[r], w, a) for pc, r, w, a in rows)})
     key = bytes(range(32))
     p = Profile("nv.pkl", Release("master", "override", "test"), 3)
-    p.spans = [Span("NV", Key("r_16_16"), 1_000_000, 1_050_000, profile_key=key)]
+    p.spans = SpanTable.of([Span("NV", Key("r_16_16"), 1_000_000, 1_050_000, profile_key=key)])
     p.devices = [DeviceInfo("NV", 0, 0, {"sm_version": 0x800})]
     p.captures = [Capture("pma", "NV", "r_16_16", blob, exec_tag=1, profile_key=key)]
     return p, rows

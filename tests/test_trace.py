@@ -15,7 +15,7 @@ import pytest
 from vizexport import load_profile
 from vizexport.forks import SERIAL, ForkExecutor
 from vizexport.perfetto import proto, wire, write_trace
-from vizexport.records import GraphBatch, Key, Profile, Release, Span
+from vizexport.records import GraphBatch, Key, Profile, Release, Span, SpanTable
 from vizexport.timeline import Role, Timeline
 from vizexport.tinygrad.timeline import _lanes, _nested, build_timeline
 
@@ -114,7 +114,7 @@ def synthetic() -> Profile:
              Span("AMD", Key("e0"), 10000, 11000, graph=0), Span("AMD:1", Key("e1"), 11500, 12000, graph=0),
              Span("AMD", Key("e2"), 12500, 13000, graph=0)]
     p = Profile("synthetic", Release("0.14.0", "override", "test"), len(spans))
-    p.spans = spans
+    p.spans = SpanTable.of(spans)
     p.graphs = [GraphBatch("AMD", [3, 4, 5], [[], [0], [0, 1]], [10000, 11000, 11500, 12000, 12500, 13000])]
     return p
 

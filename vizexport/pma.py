@@ -104,7 +104,7 @@ def add_pma_tracks(tl: Timeline, parent: Track, prof: Profile) -> list[Track]:
 def _kernel_spans(prof: Profile) -> dict[tuple, list[Span]]:
     """A device's kernel slices per program key (0.14+) and per name (0.13), in time order."""
     out: dict[tuple, list[Span]] = defaultdict(list)
-    for s in sorted((s for s in prof.spans if s.device not in HOST), key=lambda s: s.st):
+    for s in sorted(prof.spans.rows(prof.spans.where_device(lambda d: d not in HOST)), key=lambda s: s.st):
         out[(s.device, s.key.name)].append(s)
         if s.profile_key is not None:
             out[(s.device, s.profile_key)].append(s)

@@ -5,10 +5,14 @@ All timestamps are integer nanoseconds on the host clock (device clock offsets a
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass, field, fields, is_dataclass
+from functools import partial
+from itertools import chain
 from operator import attrgetter
 from typing import Any, Protocol
+
+import numpy as np
 
 INT64 = 1 << 63  # the ints the model keeps (times in ns, sizes, ids) are int64: numpy columns, varints
 OPTIONAL = {"optional": True}  # dataclass field metadata: left out of the JSON form while None
@@ -56,6 +60,102 @@ class Span:
     profile_key: bytes | None = None
     graph: int = -1
     is_copy: bool = False
+
+
+_I32, _I64, _BOOL = (partial(np.zeros, 0, t) for t in (np.int32, np.int64, np.bool_))  # empty columns
+
+
+_ROWS = 1 << 16  # spans made at a time when a whole table is iterated
+
+
+@dataclass(eq=False, repr=False)
+class SpanTable:
+    """Profile.spans: every range and graph entry of a profile as columns, a row each in the profile's order (graph
+    batches index rows). A long run holds tens of millions: ~35 bytes a row here instead of a Span object (and its
+    two ints) each, ~160 bytes. Indexing or iterating gives Spans, made on demand for the rows a caller looks at;
+    bulk work reads the columns."""
+
+    devices: list[str] = field(default_factory=list)  # device code → device string
+    keys: list[Key] = field(default_factory=list)  # key code → Key (one code per Key object)
+    profile_keys: list[bytes | None] = field(default_factory=list)  # program key code → key
+    device: np.ndarray = field(default_factory=_I32)
+    key: np.ndarray = field(default_factory=_I32)
+    st: np.ndarray = field(default_factory=_I64)
+    en: np.ndarray = field(default_factory=_I64)  # st where never ended
+    ended: np.ndarray = field(default_factory=_BOOL)
+    profile_key: np.ndarray = field(default_factory=_I32)
+    graph: np.ndarray = field(default_factory=_I32)
+    is_copy: np.ndarray = field(default_factory=_BOOL)
+
+    @classmethod
+    def of(cls, spans: Iterable[Span]) -> SpanTable:
+        """A table of Span objects (tests, small profiles made by hand)."""
+        spans = list(spans)
+        t = cls()
+        codes = lambda values, table: [table.setdefault(v, len(table)) for v in values]  # noqa: E731
+        devices, keys, pks = {}, {}, {}
+        t.device = np.array(codes([s.device for s in spans], devices), np.int32)
+        key_codes = codes([id(s.key) for s in spans], keys)
+        t.keys = list({id(s.key): s.key for s in spans}.values())
+        t.key = np.array(key_codes, np.int32)
+        t.st = np.array([s.st for s in spans], np.int64)
+        t.ended = np.array([s.en is not None for s in spans], np.bool_)
+        t.en = np.array([s.st if s.en is None else s.en for s in spans], np.int64)
+        t.profile_key = np.array(codes([s.profile_key for s in spans], pks), np.int32)
+        t.graph = np.array([s.graph for s in spans], np.int32)
+        t.is_copy = np.array([s.is_copy for s in spans], np.bool_)
+        t.devices, t.profile_keys = list(devices), list(pks)
+        return t
+
+    def __len__(self) -> int:
+        return len(self.st)
+
+    def __eq__(self, other: object) -> bool:
+        """The same spans, row by row (whatever their codes)."""
+        return isinstance(other, SpanTable) and len(self) == len(other) and list(self) == list(other)
+
+    def __repr__(self) -> str:
+        return f"SpanTable({len(self):,} spans on {', '.join(self.devices)})"
+
+    def __getitem__(self, i: int) -> Span:
+        return self.rows([i])[0]
+
+    def __iter__(self) -> Iterator[Span]:
+        for at in range(0, len(self), _ROWS):
+            yield from self.rows(range(at, min(at + _ROWS, len(self))))
+
+    def rows(self, idx: Iterable[int] | np.ndarray) -> list[Span]:
+        """The Spans of these rows, in that order."""
+        idx = np.fromiter(idx, np.int64) if not isinstance(idx, np.ndarray) else idx
+        if len(idx) and (idx.min() < -len(self) or idx.max() >= len(self)):
+            raise IndexError("span row out of range")
+        devices, keys, pks = self.devices, self.keys, self.profile_keys
+        return [Span(devices[d], keys[k], st, en if ended else None, pks[p], g, c) for d, k, st, en, ended, p, g, c
+                in zip(*(getattr(self, f)[idx].tolist() for f in _SPAN_COLUMNS), strict=True)]
+
+    def batch_extents(self, batches: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+        """Per batch of rows (each non-empty): its first start and its last end (an end of 0 counting as its start)."""
+        if not batches:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        rows = np.fromiter(chain.from_iterable(batches), np.int64)
+        at = np.cumsum([0, *map(len, batches)])[:-1]
+        st, en = self.st[rows], self.en[rows]
+        return np.minimum.reduceat(st, at), np.maximum.reduceat(np.where(en == 0, st, en), at)
+
+    def where_device(self, keep: Callable[[str], bool]) -> np.ndarray:
+        """The rows (ascending) whose device string `keep` accepts."""
+        codes = [c for c, d in enumerate(self.devices) if keep(d)]
+        return np.flatnonzero(np.isin(self.device, codes))
+
+    def by_device(self) -> dict[str, np.ndarray]:
+        """Each device string's rows (ascending), devices in order of first appearance."""
+        order = np.argsort(self.device, kind="stable")
+        parts = np.split(order, np.cumsum(np.bincount(self.device, minlength=len(self.devices)))[:-1])
+        present = sorted((c for c, rows in enumerate(parts) if len(rows)), key=lambda c: parts[c][0])
+        return {self.devices[c]: parts[c] for c in present}
+
+
+_SPAN_COLUMNS = ("device", "key", "st", "en", "ended", "profile_key", "graph", "is_copy")
 
 
 @_pickled_by_fields
@@ -225,7 +325,7 @@ class Profile:
     path: str
     release: Release
     n_events: int
-    spans: list[Span] = field(default_factory=list)
+    spans: SpanTable = field(default_factory=SpanTable)
     points: list[Point] = field(default_factory=list)
     graphs: list[GraphBatch] = field(default_factory=list)
     programs: list[Program] = field(default_factory=list)

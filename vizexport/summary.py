@@ -6,6 +6,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from .records import OPTIONAL, Marker, Profile, Release, RewriteLog
 
 
@@ -109,8 +111,11 @@ def memory_peaks(p: Profile) -> dict[str, int]:
 def event_counts(p: Profile) -> dict[str, dict[str, int]]:
     """device → kind → number of pickled events (graph entries counted on their own devices)."""
     out: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    for s in p.spans:
-        out[s.device]["graph_entry" if s.graph >= 0 else "range"] += 1
+    spans = p.spans
+    for kind, rows in (("range", spans.graph < 0), ("graph_entry", spans.graph >= 0)):
+        for code, n in enumerate(np.bincount(spans.device[rows], minlength=len(spans.devices)).tolist()):
+            if n:
+                out[spans.devices[code]][kind] += n
     for pt in p.points:
         out[pt.device][pt.kind] += 1
     for g in p.graphs:
@@ -125,5 +130,7 @@ def event_counts(p: Profile) -> dict[str, dict[str, int]]:
 
 
 def time_span(p: Profile) -> list[int] | None:
-    ts = [t for s in p.spans for t in (s.st, s.en) if t is not None] + [pt.ts for pt in p.points]
+    ts = [pt.ts for pt in p.points]
+    if len(p.spans):  # a never-ended span's end is its start
+        ts += [int(p.spans.st.min()), int(p.spans.en.max())]
     return [min(ts), max(ts)] if ts else None

@@ -40,6 +40,7 @@ class Launch:
     name: str
     program: Program | None = None
     span: Span | None = None  # the kernel slice on the device's track
+    span_row: int | None = None  # … its row in the profile's spans
     target: str | None = None  # LLVM processor, e.g. gfx1100
     arch: str = ""  # rdna3 | rdna4 | cdna
     tdiff_ns: int = 0  # the device's clock offset (GPU → host)
@@ -93,8 +94,9 @@ def _device(prof: Profile, la: Launch) -> None:
 
 def kernel_spans(prof: Profile, device: str) -> list[int]:
     """Indexes into prof.spans of a device's own kernel launches (not copies, not graph entries), in time order."""
-    idx = [i for i, s in enumerate(prof.spans) if s.device == device and s.graph < 0 and not is_copy(s)]
-    return sorted(idx, key=lambda i: prof.spans[i].st)
+    rows = prof.spans.where_device(lambda d: d == device)
+    idx = [i for i, s in zip(rows.tolist(), prof.spans.rows(rows), strict=True) if s.graph < 0 and not is_copy(s)]
+    return sorted(idx, key=lambda i: prof.spans.st[i])
 
 
 def _same_kernel(s: Span, la: Launch) -> bool:
@@ -105,16 +107,19 @@ def _same_kernel(s: Span, la: Launch) -> bool:
 
 
 def _match_spans(prof: Profile, launches: list[Launch]) -> None:
-    by_dev: dict[str, list[int]] = {}
+    by_dev: dict[str, list[tuple[int, Span]]] = {}
     for la in launches:
-        spans = by_dev.setdefault(la.device, kernel_spans(prof, la.device))
+        rows = by_dev.get(la.device)
+        if rows is None:
+            idx = kernel_spans(prof, la.device)
+            rows = by_dev[la.device] = list(zip(idx, prof.spans.rows(idx), strict=True))
         tag = la.exec_tag
-        if isinstance(tag, int) and 1 <= tag <= len(spans) and _same_kernel(prof.spans[spans[tag - 1]], la):
-            la.span = prof.spans[spans[tag - 1]]
+        if isinstance(tag, int) and 1 <= tag <= len(rows) and _same_kernel(rows[tag - 1][1], la):
+            la.span_row, la.span = rows[tag - 1]
             continue
-        mine = [prof.spans[i] for i in spans if _same_kernel(prof.spans[i], la)]
+        mine = [row for row in rows if _same_kernel(row[1], la)]
         if la.run <= len(mine):
-            la.span = mine[la.run - 1]
+            la.span_row, la.span = mine[la.run - 1]
 
 
 def decode_launch(la: Launch, strict: bool = True, disasm: bool = True) -> Launch:

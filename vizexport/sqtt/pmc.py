@@ -103,13 +103,12 @@ def launch_counters(prof: Profile, launches: list[Launch] | None = None) -> list
 
 def span_args(prof: Profile, launches: list[Launch] | None = None) -> dict[int, dict[str, Any]]:
     """Args for kernel slices, keyed by index into prof.spans: {"pmc": {counter: sum, …, "VALU utilization %": …}}."""
-    index = {id(s): i for i, s in enumerate(prof.spans)}
     out = {}
     for la in launches if launches is not None else find_launches(prof):
-        if la.pmc is None or la.span is None or id(la.span) not in index:
+        if la.pmc is None or la.span_row is None:
             continue
         pmc = decode_pmc(la.pmc)
         args: dict[str, Any] = dict(pmc.sums())
         args.update({f"{k} %": v for k, v in pmc.derived.items()})
-        out[index[id(la.span)]] = {"pmc": args}
+        out[la.span_row] = {"pmc": args}
     return out

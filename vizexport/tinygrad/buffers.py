@@ -42,8 +42,8 @@ class Lifetime:
 
 def profile_end(prof: Profile) -> int:
     """The last time any event of the profile reaches."""
-    ends = [s.en if s.en is not None else s.st for s in prof.spans]
-    return max(max(ends, default=0), max((pt.ts for pt in prof.points), default=0))
+    ends = prof.spans.en  # a never-ended span's is its start
+    return max(int(ends.max()) if len(ends) else 0, max((pt.ts for pt in prof.points), default=0))
 
 
 def lifetimes(prof: Profile) -> dict[str, list[Lifetime]]:

@@ -26,8 +26,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+import numpy as np
+
 from ..devices import HOST, is_copy
-from ..records import Alloc, Exec, Profile
+from ..records import Alloc, Exec, Profile, Span
 from ..timeline import ARG_BYTES, ARG_EXEC, ARG_GBS, ARG_LAUNCH_LATENCY, ARG_METADATA, FLOW_LAUNCH, Timeline, Track
 
 LAUNCH_PREFIX = "launch "  # launch instants are not named as the kernel: a query for a kernel's name finds its runs
@@ -111,10 +113,9 @@ class _Execs:
         return None
 
 
-def _entry_launch(prof: Profile, execs: _Execs, i: int, batch: int) -> int:
+def _entry_launch(prof: Profile, execs: _Execs, s: Span, batch: int) -> int:
     """A graph entry's exec: one of its own name recorded since its batch's (HCQ2 batches gather kernels launched one
     by one), else the batch's."""
-    s = prof.spans[i]
     own = execs.latest(execs.named.get((s.device, function_name(s.key.name)), []), s.st)
     return own if own is not None and prof.points[own].ts >= prof.points[batch].ts else batch
 
@@ -127,16 +128,19 @@ def link_launches(prof: Profile, device_spans: Iterable[int] | None = None) -> L
     graphs: dict[int, int] = {}
     if not execs.kernels:
         return LaunchLinks(spans, graphs)
-    for g, batch in enumerate(prof.graphs):
-        if batch.entries:
-            hit = execs.latest(execs.kernels.get(batch.device, []), min(prof.spans[i].st for i in batch.entries))
-            if hit is not None:
-                graphs[g] = hit
-                spans.update((i, _entry_launch(prof, execs, i, hit)) for i in batch.entries)
+    batches = [g for g, batch in enumerate(prof.graphs) if batch.entries]
+    starts = prof.spans.batch_extents([prof.graphs[g].entries for g in batches])[0].tolist()
+    for g, st in zip(batches, starts, strict=True):
+        entries = prof.graphs[g].entries
+        hit = execs.latest(execs.kernels.get(prof.graphs[g].device, []), st)
+        if hit is not None:
+            graphs[g] = hit
+            spans.update((i, _entry_launch(prof, execs, s, hit)) for i, s in zip(entries, prof.spans.rows(entries),
+                                                                                  strict=True))
     if device_spans is None:
-        device_spans = (i for i, s in enumerate(prof.spans) if s.device not in HOST)
-    for i in device_spans:
-        s = prof.spans[i]
+        device_spans = prof.spans.where_device(lambda d: d not in HOST)
+    device_spans = np.asarray(device_spans, np.int64)
+    for i, s in zip(device_spans.tolist(), prof.spans.rows(device_spans), strict=True):
         if s.graph >= 0:
             continue
         hit = execs.latest(execs.named.get((s.device, function_name(s.key.name)), []), s.st)
@@ -190,8 +194,8 @@ def add_launches(tl: Timeline, track: Track, prof: Profile, links: LaunchLinks, 
         track.dur.append(-1)
         track.names.append(tl.intern(LAUNCH_PREFIX + " ".join(pt.arg.name.split())))  # padded for DEBUG lines
         track.args[at[i]] = {"device": pt.device, **exec_args(pt.key, pt.arg)}
-    spans, batches = placed.spans, placed.batches
-    targets = [(spans[s], i, prof.spans[s].graph >= 0) for s, i in links.spans.items() if s in spans]
+    spans, batches, graph = placed.spans, placed.batches, prof.spans.graph
+    targets = [(spans[s], i, graph[s] >= 0) for s, i in links.spans.items() if s in spans]
     targets += [(batches[g], i, True) for g, i in links.graphs.items() if g in batches]
     for (dst, j), i, in_graph in sorted(targets, key=lambda x: (x[0][0].ts[x[0][1]], x[0][0].uuid, x[0][1])):
         tl.flow(track, at[i], dst, j, FLOW_LAUNCH)

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache, partial
-from itertools import chain, repeat
-from operator import attrgetter, itemgetter
+from itertools import chain, islice, repeat
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -28,7 +28,7 @@ from ..records import (
     Profile,
     Program,
     Release,
-    Span,
+    SpanTable,
 )
 from .common import (
     DTypeText,
@@ -248,8 +248,9 @@ class _EventReader:
         # and how a dtype prints, depend on the release)
         self.allocs: list[tuple[Alloc, Any, bool]] = []
         self.ranges: list = []  # ProfileRangeEvents not yet read (read column by column, see _read_ranges)
-        self.unparsed: list[_Ranges] = []  # ranges whose timestamps are not yet parsed
-        self.columns = _SpanColumns() if tail else None  # a stream's back half: its ranges' spans, never made here
+        self.unparsed: list[_Ranges] = []  # ranges (and graph entries) read but not yet in the columns
+        self.columns = _SpanColumns()  # the spans read so far (no Span object is made per event)
+        self.n_spans = 0  # … and those pending in `unparsed`
 
     def feed(self, events: list) -> None:
         handlers = self.handlers
@@ -301,7 +302,8 @@ class _EventReader:
             total += a.nbytes
         if total >= INT64:  # live bytes, at most all of them, are int64 counters
             raise InputError(f"its allocations (ProfilePointEvent alloc) add up to {total:,} bytes, past int64")
-        self._apply_offsets()
+        prof.spans = self.columns.table()
+        self._apply_offsets(prof.spans)
         self.leaf_events, self.allocs = [], []
         return prof
 
@@ -309,12 +311,6 @@ class _EventReader:
         """What this reader of a stream's back half read, for the front's reader to `merge`: its spans as columns
         (a part travels from a forked process; millions of Spans would take longer to send than to make)."""
         prof, columns = self.prof, self.columns
-        assert columns is not None
-        entries = [i for g in prof.graphs for i in g.entries]  # graph entries are Spans already
-        ents = [prof.spans[i] for i in entries]
-        field = lambda f: list(map(attrgetter(f), ents))  # noqa: E731
-        columns.add(_SpanBatch(entries, field("device"), field("key"), field("st"), field("en"), field("profile_key"),
-                               field("is_copy"), field("graph")))
         content = {id(k): c for c, k in self.keys.items() if type(c) is str or StandInType not in set(map(type, c[1]))}
         keys = [(content.get(id(k)), k) for k in columns.keys.values]
         return _Part(n=self.n, fields=self.fields, keys=keys, devices=columns.devices.values,
@@ -326,15 +322,11 @@ class _EventReader:
         """Append what a reader of the stream's back half read (`part`): Keys of the same content as one of this
         reader's become that one, as in one reader."""
         prof, keys = self.prof, self.keys
-        first, graphs = len(prof.spans), len(prof.graphs)
+        first, graphs = self.n_spans, len(prof.graphs)
         table = [k if c is None else keys.setdefault(c, k) for c, k in part.keys]
-        c = part.columns
-        ens = c["en"].tolist()
-        for i in np.flatnonzero(c["never"]).tolist():
-            ens[i] = None
-        graph = np.where(c["graph"] >= 0, c["graph"] + graphs, -1)
-        prof.spans += map(Span, _decoded(part.devices, c["device"]), _decoded(table, c["key"]), c["st"].tolist(), ens,
-                          _decoded(part.profile_keys, c["profile_key"]), graph.tolist(), c["is_copy"].tolist())
+        self.columns.append(part.columns, first, graphs, devices=part.devices, keys=table,
+                            profile_keys=part.profile_keys)
+        self.n_spans += len(part.columns["st"])
         prof.graphs += (GraphBatch(g.device, [i + first for i in g.entries], g.deps, g.sigs) for g in part.graphs)
         prof.points += part.points
         prof.programs += part.programs
@@ -348,18 +340,15 @@ class _EventReader:
         self.offsets.update(part.offsets)
         self.n += part.n
 
-    def _apply_offsets(self) -> None:
+    def _apply_offsets(self, spans: SpanTable) -> None:
         """Each span's device clock offset (spans were read with raw device timestamps)."""
-        offsets = self.offsets
-        if not any(c or p for c, p in offsets.values()):
-            return
-        for s in self.prof.spans:
-            o = offsets.get(s.device)
-            if o is not None:
-                off = o[1] if s.is_copy else o[0]
-                s.st += off
-                if s.en is not None:
-                    s.en += off
+        for code, device in enumerate(spans.devices):
+            comp, copy = self.offsets.get(device, (0, 0))
+            if comp or copy:
+                rows = spans.device == code
+                off = np.where(spans.is_copy[rows], copy, comp)
+                spans.st[rows] += off
+                spans.en[rows] += off
 
     def key(self, name: Any) -> Key:
         if type(name) is str:
@@ -389,8 +378,8 @@ class _EventReader:
 
     def _read_ranges(self) -> None:
         """The pending host/device ranges (most of a profile's events), a column at a time: one C-level loop per
-        field instead of Python work per event. Their Spans hold their places in prof.spans (graph entries are
-        indexed there) until `_make_spans` makes them."""
+        field instead of Python work per event. They hold their places among the spans (graph entries are indexed
+        there) until `_make_spans` adds them to the columns."""
         if not self.ranges:
             return
         ds = [e.__dict__ for e in self.ranges]
@@ -405,29 +394,29 @@ class _EventReader:
             devices = list(map(text, devices))
         if not set(map(type, profile_keys)) <= _KEY:
             profile_keys = [k if type(k) is bytes else None for k in profile_keys]
-        self.unparsed.append(_Ranges(len(self.prof.spans), devices, keys, list(map(itemgetter("st"), ds)),
+        self.unparsed.append(_Ranges(devices, keys, list(map(itemgetter("st"), ds)),
                                      list(map(dict.get, ds, repeat("en"))), profile_keys,
                                      list(map(bool, map(dict.get, ds, repeat("is_copy"), repeat(False))))))
-        self.prof.spans += repeat(None, len(ds))
+        self.n_spans += len(ds)
 
     def _make_spans(self) -> None:
-        """The Spans of the ranges read since the last call, in their places, with all their timestamps parsed at
-        once (ns_column parses in bulk; graph batches split the ranges into groups too small for it)."""
+        """The ranges and graph entries read since the last call, into the columns in their order, the ranges'
+        timestamps parsed at once (ns_column parses in bulk; graph batches split the ranges into small groups)."""
         groups, self.unparsed = self.unparsed, []
-        sts = _times(chain.from_iterable(g.sts for g in groups), "ProfileRangeEvent.st", none=False)
-        ens = _times(chain.from_iterable(g.ens for g in groups), "ProfileRangeEvent.en")
-        if self.columns is not None:
-            joined = lambda f: list(chain.from_iterable(getattr(g, f) for g in groups))  # noqa: E731
-            places = list(chain.from_iterable(range(g.first, g.first + len(g.keys)) for g in groups))
-            self.columns.add(_SpanBatch(places, joined("devices"), joined("keys"), sts, ens, joined("profile_keys"),
-                                        joined("copies")))
+        if not groups:
             return
-        at, spans = 0, self.prof.spans
-        for g in groups:
-            n = len(g.keys)
-            spans[g.first:g.first + n] = map(Span, g.devices, g.keys, sts[at:at + n], ens[at:at + n], g.profile_keys,
-                                             repeat(-1), g.copies)
-            at += n
+        raw = [g for g in groups if g.graph < 0]
+        sts = iter(_times(chain.from_iterable(g.sts for g in raw), "ProfileRangeEvent.st", none=False))
+        ens = iter(_times(chain.from_iterable(g.ens for g in raw), "ProfileRangeEvent.en"))
+        if len(raw) == len(groups):
+            parsed_st, parsed_en = sts, ens
+        else:  # graph entries' times are parsed already (their batch's signals)
+            parsed_st = chain.from_iterable(g.sts if g.graph >= 0 else islice(sts, len(g.sts)) for g in groups)
+            parsed_en = chain.from_iterable(g.ens if g.graph >= 0 else islice(ens, len(g.ens)) for g in groups)
+        joined = lambda f: list(chain.from_iterable(getattr(g, f) for g in groups))  # noqa: E731
+        self.columns.add(_SpanBatch(joined("devices"), joined("keys"), list(parsed_st), list(parsed_en),
+                                    joined("profile_keys"), joined("copies"),
+                                    list(chain.from_iterable(repeat(g.graph, len(g.keys)) for g in groups))))
 
     def point(self, e: Any) -> None:
         d = e.__dict__
@@ -455,20 +444,21 @@ class _EventReader:
         self.prof.points.append(Point(device, kind, ts, key, arg))
 
     def graph(self, e: Any) -> None:
-        self._read_ranges()  # entries are indexed in prof.spans: the ranges before them come first
-        d, spans = e.__dict__, self.prof.spans
+        self._read_ranges()  # entries are indexed among the spans: the ranges before them come first
+        d = e.__dict__
         sigs = _times(sequence(d.get("sigs")), "ProfileGraphEvent.sigs", none=False)
-        first = len(spans)
-        ents = sequence(d.get("ents"))
-        for ent in ents:
-            x = _record(ent, "ProfileGraphEvent.ents")
-            spans.append(Span(text(x["device"]), self.key(x.get("name", "")), sigs[_index(x["st_id"], sigs, "st_id")],
-                              sigs[_index(x["en_id"], sigs, "en_id")], _program_key(x.get("profile_key")),
-                              len(self.prof.graphs), bool(x.get("is_copy", False))))
-        device = spans[first].device if len(spans) > first else ""
+        ents = [_record(ent, "ProfileGraphEvent.ents") for ent in sequence(d.get("ents"))]
+        devices = [text(x["device"]) for x in ents]
+        entries = _Ranges(devices, [self.key(x.get("name", "")) for x in ents],
+                          [sigs[_index(x["st_id"], sigs, "st_id")] for x in ents],
+                          [sigs[_index(x["en_id"], sigs, "en_id")] for x in ents],
+                          [_program_key(x.get("profile_key")) for x in ents],
+                          [bool(x.get("is_copy", False)) for x in ents], len(self.prof.graphs))
+        self.unparsed.append(entries)
+        first, self.n_spans = self.n_spans, self.n_spans + len(ents)
         deps = [[i for i in (x if type(x) in (list, tuple) else (x,)) if type(i) is int and 0 <= i < len(ents)]
                 for x in sequence(d.get("deps"))]
-        self.prof.graphs.append(GraphBatch(device, list(range(first, len(spans))), deps, sigs))
+        self.prof.graphs.append(GraphBatch(devices[0] if devices else "", list(range(first, self.n_spans)), deps, sigs))
 
     def program(self, e: Any) -> None:
         d = e.__dict__
@@ -521,7 +511,7 @@ class _Part:
     keys: list[tuple[Any, Key]]  # per key code: its content (None where that holds stand-ins), its Key
     devices: list[str]  # per device code
     profile_keys: list[bytes | None]  # per profile key code
-    columns: dict[str, np.ndarray]  # per span, in order: codes, times, graph, is_copy, never (ended)
+    columns: dict[str, np.ndarray]  # per span, in order: records.SpanTable's columns
     points: list[Point]
     allocs: list[tuple[Alloc, Any, bool]]
     graphs: list[GraphBatch]
@@ -552,61 +542,77 @@ class _Coder:
 
 
 class _Ranges(NamedTuple):
-    """ProfileRangeEvents of one batch read column by column, their timestamps not yet parsed."""
+    """ProfileRangeEvents of one batch read column by column, their timestamps not yet parsed; or one graph batch's
+    entries, their times parsed (its signals)."""
 
-    first: int  # index in Profile.spans of the first
     devices: list[str]
     keys: list[Key]
     sts: list
     ens: list
     profile_keys: list[bytes | None]
     copies: list[bool]
+    graph: int = -1  # the graph batch of entries; -1: ranges
 
 
 class _SpanBatch(NamedTuple):
-    """Spans as columns, at their places in Profile.spans (for _SpanColumns)."""
+    """Spans as columns, the next ones in the profile's order (for _SpanColumns)."""
 
-    places: list[int]
     devices: list[str]
     keys: list[Key]
     sts: list[int]
     ens: list[int | None]
     profile_keys: list[bytes | None]
     copies: list[bool]
-    graph: list[int] | None = None  # None: no graph entries
+    graph: list[int]
+
+
+_SPAN_FIELDS = ("device", "key", "st", "en", "ended", "profile_key", "graph", "is_copy")  # records.SpanTable's columns
 
 
 class _SpanColumns:
-    """Spans as columns, added batch by batch in any order of their places (a stream's back half: no Span is made
-    in its process)."""
+    """Spans as columns, added batch by batch in the profile's order: no Span object is made per event."""
 
     def __init__(self) -> None:
         self.devices, self.keys, self.profile_keys = _Coder(), _Coder(by_id=True), _Coder()
         self.batches: list[dict[str, np.ndarray]] = []
 
     def add(self, b: _SpanBatch) -> None:
-        n, ens = len(b.keys), b.ens
-        never = np.zeros(n, bool)
+        n, sts, ens = len(b.keys), b.sts, b.ens
+        ended = np.ones(n, bool)
         if None in ens:
-            never[:] = [en is None for en in ens]
-            ens = [0 if en is None else en for en in ens]
+            ended[:] = [en is not None for en in ens]
+            ens = [st if en is None else en for st, en in zip(sts, ens, strict=True)]
         self.batches.append({
-            "place": np.asarray(b.places, np.int64), "device": self.devices(b.devices), "key": self.keys(b.keys),
-            "st": np.fromiter(b.sts, np.int64, n), "en": np.fromiter(ens, np.int64, n), "never": never,
-            "profile_key": self.profile_keys(b.profile_keys),
-            "graph": np.full(n, -1, np.int64) if b.graph is None else np.asarray(b.graph, np.int64),
-            "is_copy": np.fromiter(b.copies, bool, n)})
+            "device": self.devices(b.devices), "key": self.keys(b.keys), "st": np.fromiter(sts, np.int64, n),
+            "en": np.fromiter(ens, np.int64, n), "ended": ended, "profile_key": self.profile_keys(b.profile_keys),
+            "graph": np.fromiter(b.graph, np.int32, n), "is_copy": np.fromiter(b.copies, bool, n)})
+
+    def append(self, columns: dict[str, np.ndarray], first: int, graphs: int, devices: list[str], keys: list[Key],
+               profile_keys: list[bytes | None]) -> None:
+        """Another reader's spans (`ordered`), after these: their codes recoded, graph batches numbered after
+        `graphs` of these."""
+        recode = lambda coder, table, codes: coder(table)[codes]  # noqa: E731
+        self.batches.append({**columns, "device": recode(self.devices, devices, columns["device"]),
+                             "key": recode(self.keys, keys, columns["key"]),
+                             "profile_key": recode(self.profile_keys, profile_keys, columns["profile_key"]),
+                             "graph": np.where(columns["graph"] >= 0, columns["graph"] + graphs, -1).astype(np.int32)})
 
     def ordered(self) -> dict[str, np.ndarray]:
-        """Every column, in the spans' order."""
-        order = np.argsort(np.concatenate([b["place"] for b in self.batches]), kind="stable")
-        return {f: np.concatenate([b[f] for b in self.batches])[order] for f in self.batches[0] if f != "place"}
+        """Every column, joined: its batches are let go a column at a time (a long run's columns fill most of the
+        memory a conversion needs)."""
+        out = {}
+        for f in _SPAN_FIELDS:
+            out[f] = np.concatenate([b.pop(f) for b in self.batches]) if self.batches else np.zeros(0, _DTYPES[f])
+        self.batches = []
+        return out
+
+    def table(self) -> SpanTable:
+        """The spans read, as the profile holds them."""
+        return SpanTable(self.devices.values, self.keys.values, self.profile_keys.values, **self.ordered())
 
 
-def _decoded(table: list, codes: np.ndarray) -> list:
-    column = np.empty(len(table), object)
-    column[:] = table
-    return column[codes].tolist()
+_DTYPES = {"device": np.int32, "key": np.int32, "st": np.int64, "en": np.int64, "ended": bool, "profile_key": np.int32,
+           "graph": np.int32, "is_copy": bool}
 
 
 # ---- fields as the records type them (a corrupt or hostile pickle can put anything anywhere) ----

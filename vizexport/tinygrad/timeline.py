@@ -16,8 +16,6 @@ import bisect
 from collections import defaultdict
 from dataclasses import dataclass
 from functools import cached_property, partial
-from itertools import chain
-from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +27,7 @@ from ..launchtable import CATEGORIES, GRAPH, LaunchRows, LaunchTableBuilder
 from ..limits import TEXT_CAP, capped
 from ..pma import add_pma_tracks
 from ..programs import ProgramIndex
-from ..records import Alloc, Exec, Marker, Profile, RewriteLog, Span
+from ..records import Alloc, Exec, Marker, Profile, RewriteLog, Span, SpanTable
 from ..sqtt import Launch, add_sqtt_tracks, load_launches, pmc_span_args
 from ..timeline import (
     ARG_BYTES,
@@ -61,14 +59,6 @@ MEMORY = "memory"  # `<device> Memory` counters and `<device> Buffers` lifetimes
 CAPTURES = "captures"  # decoded AMD SQTT/PMC launches and PMA captures: their tracks and the PMC args of kernel slices
 MARKERS = "markers"
 ALL_STAGES = frozenset({HOST_SPANS, CALLSTACKS, LAUNCH_LINKS, GRAPH_FLOWS, MEMORY, CAPTURES, MARKERS})
-
-
-def _span_column(spans: np.ndarray, field: str, missing: np.ndarray | None = None) -> np.ndarray:
-    """One int field of spans as an int64 array; a None takes its value from `missing`."""
-    values = list(map(attrgetter(field), spans))
-    if missing is not None and None in values:
-        values = [m if v is None else v for v, m in zip(values, missing.tolist(), strict=True)]
-    return np.array(values, np.int64)
 
 
 def _nested(st: np.ndarray, en: np.ndarray) -> bool:
@@ -142,17 +132,14 @@ class _TrackColumns:
     launches: _Launches | None = None  # a device's spans (rows are spans then)
 
 
-def _sorted_spans(spans: list[Span], idx: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
-                                                                 np.ndarray]:
-    """Spans in track order, (start, -end) (a never-ended one has zero length): them, that order of `idx`, starts,
-    durations (-1: instant) and lanes (one, unless a vectorized check finds partial overlaps)."""
-    sub = np.fromiter(map(spans.__getitem__, idx), object, len(idx))
-    st = _span_column(sub, "st")
-    en = _span_column(sub, "en", missing=st)
+def _sorted_spans(spans: SpanTable, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Rows of spans in track order, (start, -end) (a never-ended one has zero length): that order of `idx`,
+    starts, durations (-1: instant) and lanes (one, unless a vectorized check finds partial overlaps)."""
+    st, en = spans.st[idx], spans.en[idx]
     order = np.lexsort((-np.where(en == 0, st, en), st))  # as sorted() by (st, -(en or st)): stable
     st, en = st[order], np.maximum(en[order], st[order])
-    lanes = np.zeros(len(sub), np.int8) if _nested(st, en) else np.array(_lanes(st.tolist(), en.tolist()))
-    return sub[order], order, st, np.where(en > st, en - st, -1), lanes
+    lanes = np.zeros(len(idx), np.int8) if _nested(st, en) else np.array(_lanes(st.tolist(), en.tolist()))
+    return order, st, np.where(en > st, en - st, -1), lanes
 
 
 def _launch_rows(track: Track, keys: np.ndarray, categories: np.ndarray, figures: np.ndarray) -> LaunchRows:
@@ -219,33 +206,27 @@ def _key_args(k: Any, parts: _KeyParts) -> tuple[str, dict]:
     return k.name, args
 
 
-def _by_device(spans: list[Span]) -> dict[str, list[int]]:
-    """Each device string's span indexes."""
-    devices = list(map(attrgetter("device"), spans))
-    codes = {d: c for c, d in enumerate(dict.fromkeys(devices))}
-    by_code = np.fromiter(map(codes.__getitem__, devices), np.int64, len(devices))
-    return {d: np.flatnonzero(by_code == c).tolist() for d, c in codes.items()}
-
-
-def _host_columns(spans: list[Span], by_dev: dict[str, list[int]] | None = None, biggest: bool = False
+def _host_columns(spans: SpanTable, by_dev: dict[str, np.ndarray] | None = None, biggest: bool = False
                   ) -> dict[str, _TrackColumns]:
     """Host devices' spans (most of a profile's events): a row per shared Key, its name and args made once. Those of
     the host device with the most spans, or of the others."""
-    by_dev = _by_device(spans) if by_dev is None else by_dev
+    by_dev = spans.by_device() if by_dev is None else by_dev
     host = sorted((d for d in by_dev if d in HOST), key=lambda d: len(by_dev[d]))
     out = {}
     for dev in host[-1:] if biggest else host[:-1]:
         idx = by_dev[dev]
-        sub, _, st, dur, lanes = _sorted_spans(spans, idx)
-        keys = list(map(attrgetter("key"), sub))
-        first = dict(zip(map(id, keys), keys, strict=True))  # each Key once, in order of first use
-        row = {i: n for n, i in enumerate(first)}
+        order, st, dur, lanes = _sorted_spans(spans, idx)
+        codes = spans.key[idx[order]]
+        used, first_at = np.unique(codes, return_index=True)
+        first = used[np.argsort(first_at)]  # each Key once, in order of first use
+        row = np.zeros(len(spans.keys), np.int32)
+        row[first] = np.arange(len(first), dtype=np.int32)
+        keys = [spans.keys[c] for c in first.tolist()]
         parts = _KeyParts()
-        named = [_key_args(k, parts) for k in first.values()]
-        out[dev] = _TrackColumns(None, st, dur, lanes,
-                                 np.fromiter(map(row.__getitem__, map(id, keys)), np.int32, len(keys)),
-                                 [name for name, _ in named], np.fromiter((a for _, a in named), object, len(named)),
-                                 [parts.frames(k.tb) for k in first.values()])
+        named = [_key_args(k, parts) for k in keys]
+        out[dev] = _TrackColumns(None, st, dur, lanes, row[codes], [name for name, _ in named],
+                                 np.fromiter((a for _, a in named), object, len(named)),
+                                 [parts.frames(k.tb) for k in keys])
     return out
 
 
@@ -281,7 +262,7 @@ class _Builder:
             self._markers()
         return self.tl
 
-    def _columns(self) -> tuple[dict[str, _TrackColumns], dict[str, list[int]]]:
+    def _columns(self) -> tuple[dict[str, _TrackColumns], dict[str, np.ndarray]]:
         """Every placed device string's spans as columns (and each one's span indexes); the launch links, memory
         and buffer lifetimes meanwhile."""
         # the biggest host device's spans (alone half of this build) are sorted and named in a forked process meanwhile;
@@ -289,9 +270,10 @@ class _Builder:
         host = HOST_SPANS in self.stages
         biggest = partial(_host_columns, self.p.spans, biggest=True)
         biggest = self.executor.forked(biggest) if host and len(self.p.spans) >= FORK_SPANS else biggest
-        spans_by_dev = _by_device(self.p.spans)
+        spans_by_dev = self.p.spans.by_device()
         columns = _host_columns(self.p.spans, spans_by_dev, biggest=False) if host else {}
-        device_spans = sorted(chain.from_iterable(idx for d, idx in spans_by_dev.items() if d not in HOST))
+        device_spans = np.sort(np.concatenate([idx for d, idx in spans_by_dev.items() if d not in HOST] or
+                                              [np.zeros(0, np.int64)]))
         self.links = link_launches(self.p, device_spans) if LAUNCH_LINKS in self.stages else LaunchLinks({}, {})
         self.memory = self.p.memory() if MEMORY in self.stages else {}
         self.lifetimes = lifetimes(self.p) if self.memory else {}
@@ -303,7 +285,7 @@ class _Builder:
         columns |= {d: self._device_columns(d, idx, execs.get(d)) for d, idx in spans_by_dev.items() if d not in HOST}
         return (columns | biggest()) if host else columns, spans_by_dev
 
-    def _root(self, root: str, spans_by_dev: dict[str, list[int]], columns: dict[str, _TrackColumns],
+    def _root(self, root: str, spans_by_dev: dict[str, np.ndarray], columns: dict[str, _TrackColumns],
               mem_devs: list[str]) -> None:
         """A root's group and its tracks, in order."""
         group = self.tl.add_track(root, None, "group", Role.HOST if root in HOST else Role.DEVICE)
@@ -370,10 +352,11 @@ class _Builder:
             out[j] = code
         return out
 
-    def _device_columns(self, dev: str, idx: list[int], execs: list | None) -> _TrackColumns:
+    def _device_columns(self, dev: str, idx: np.ndarray, execs: list | None) -> _TrackColumns:
         """A device's spans: a row each (kernel args name the launch)."""
-        sub, order, st, dur, lanes = _sorted_spans(self.p.spans, idx)
-        at = np.array(idx)[order]
+        order, st, dur, lanes = _sorted_spans(self.p.spans, idx)
+        at = idx[order]
+        sub = self.p.spans.rows(at)
         names, args = [], np.empty(len(sub), object)
         figures = np.full((len(sub), 3), np.nan)
         for j, (s, i) in enumerate(zip(sub, at.tolist(), strict=True)):
@@ -454,13 +437,10 @@ class _Builder:
 
     # --- graph batches, flows, memory, markers --------------------------------------------------------------------
     def _graph_track(self, group: Track, root: str) -> None:
-        spans = self.p.spans
-        batches = []
-        for gi, g in enumerate(self.p.graphs):
-            if g.entries and device_root(g.device) == root:
-                st = min(spans[i].st for i in g.entries)
-                en = max(spans[i].en or spans[i].st for i in g.entries)
-                batches.append((st, en, len(g.entries), gi))
+        mine = [gi for gi, g in enumerate(self.p.graphs) if g.entries and device_root(g.device) == root]
+        sts, ens = self.p.spans.batch_extents([self.p.graphs[gi].entries for gi in mine])
+        batches = [(st, en, len(self.p.graphs[gi].entries), gi)
+                   for st, en, gi in zip(sts.tolist(), ens.tolist(), mine, strict=True)]
         lanes: list[tuple[Track, list[int]]] = []
         for st, en, n, gi in sorted(batches, key=lambda b: (b[0], -b[1])):
             lane = next((lane for lane in lanes if lane[1][0] <= st), None)
