@@ -308,8 +308,8 @@ class _EventReader:
         return prof
 
     def part(self) -> _Part:
-        """What this reader of a stream's back half read, for the front's reader to `merge`: its spans as columns
-        (a part travels from a forked process; millions of Spans would take longer to send than to make)."""
+        """What this reader of a stream's back half read, for the front's reader to `merge` (a part travels from a
+        forked process: its spans go as the columns they are)."""
         prof, columns = self.prof, self.columns
         content = {id(k): c for c, k in self.keys.items() if type(c) is str or StandInType not in set(map(type, c[1]))}
         keys = [(content.get(id(k)), k) for k in columns.keys.values]
@@ -566,6 +566,7 @@ class _SpanBatch(NamedTuple):
     graph: list[int]
 
 
+_JOIN = 256  # batches of spans joined into one column chunk (a few MB)
 _SPAN_FIELDS = ("device", "key", "st", "en", "ended", "profile_key", "graph", "is_copy")  # records.SpanTable's columns
 
 
@@ -575,6 +576,7 @@ class _SpanColumns:
     def __init__(self) -> None:
         self.devices, self.keys, self.profile_keys = _Coder(), _Coder(by_id=True), _Coder()
         self.batches: list[dict[str, np.ndarray]] = []
+        self.joined = 0  # batches joined into bigger ones (see _join)
 
     def add(self, b: _SpanBatch) -> None:
         n, sts, ens = len(b.keys), b.sts, b.ens
@@ -586,6 +588,15 @@ class _SpanColumns:
             "device": self.devices(b.devices), "key": self.keys(b.keys), "st": np.fromiter(sts, np.int64, n),
             "en": np.fromiter(ens, np.int64, n), "ended": ended, "profile_key": self.profile_keys(b.profile_keys),
             "graph": np.fromiter(b.graph, np.int32, n), "is_copy": np.fromiter(b.copies, bool, n)})
+        if len(self.batches) - self.joined >= _JOIN:
+            self._join()
+
+    def _join(self) -> None:
+        """The batches since the last join as one: a batch's columns are small (a batch of the pickle's list), and
+        small arrays let go only at the end would leave the heap full of holes (resident memory nothing uses)."""
+        recent = self.batches[self.joined:]
+        self.batches[self.joined:] = [{f: np.concatenate([b[f] for b in recent]) for f in _SPAN_FIELDS}]
+        self.joined += 1
 
     def append(self, columns: dict[str, np.ndarray], first: int, graphs: int, devices: list[str], keys: list[Key],
                profile_keys: list[bytes | None]) -> None:
@@ -596,6 +607,7 @@ class _SpanColumns:
                              "key": recode(self.keys, keys, columns["key"]),
                              "profile_key": recode(self.profile_keys, profile_keys, columns["profile_key"]),
                              "graph": np.where(columns["graph"] >= 0, columns["graph"] + graphs, -1).astype(np.int32)})
+        self.joined = len(self.batches)
 
     def ordered(self) -> dict[str, np.ndarray]:
         """Every column, joined: its batches are let go a column at a time (a long run's columns fill most of the
@@ -603,7 +615,7 @@ class _SpanColumns:
         out = {}
         for f in _SPAN_FIELDS:
             out[f] = np.concatenate([b.pop(f) for b in self.batches]) if self.batches else np.zeros(0, _DTYPES[f])
-        self.batches = []
+        self.batches, self.joined = [], 0
         return out
 
     def table(self) -> SpanTable:
