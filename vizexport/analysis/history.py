@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .stats import ALPHA, CONFIDENCE, FEW, INCONCLUSIVE, MIN_EFFECT, MIN_KERNELS, Change, adjust
+from .stats import ALPHA, CONFIDENCE, FEW, INCONCLUSIVE, MIN_EFFECT, MIN_KERNELS, Change, adjust, resolution
 
 MIN_RUNS = 3  # earlier runs that launched the kernel: fewer give no spread worth the name
 MIN_NEW_LAUNCHES = 2  # launches of the new run that can show a change (one can be a preempted launch)
@@ -57,9 +57,12 @@ def check_kernels(earlier: list[dict[Hashable, Launches]], new: dict[Hashable, L
     shifts = _shifts(kernels, len(earlier))
     out = {}
     for k, launches in new.items():
-        moved = _moved([r[k][0] for r in earlier if k in r], launches[0])
+        before = [r[k][0] for r in earlier if k in r]
+        moved = _moved(before, launches[0])
         out[k] = _change(kernels[k], shifts, moved) if k in kernels else Change(moved, None, None, None, FEW, None,
                                                                                 None, moved)
+        if k in kernels:
+            out[k].stands_out = _stands_out(before, launches[0])
     adjust(list(out.values()), alpha, min_effect)
     return out, float(np.exp(shifts[-1] - np.median(shifts[:-1]))) if len(shifts) > 1 else 1.0
 
@@ -68,10 +71,18 @@ def _change(k: _Kernel, shifts: np.ndarray, moved: float) -> Change:
     levels = k.levels - shifts[k.runs]
     c = _predict(levels[:-1], float(levels[-1]))
     c.p = max(c.p or 0.0, _launch_p(k.deviations[-1] - shifts[-1], float(levels[-1]), _pool(k, shifts)))
+    c.decides = len(k.deviations[-1]) >= MIN_NEW_LAUNCHES
     shift = float(np.exp(shifts[-1] - shifts[k.runs[:-1]].mean()))
     c.ratio, c.low, c.high = c.ratio * shift, (c.low or 0) * shift, (c.high or 0) * shift
     c.method, c.median_ratio, c.shift = BY_LAUNCH if k.aligned else BY_RUN, moved, shift
     return c
+
+
+def _stands_out(earlier: list[np.ndarray], new: np.ndarray) -> bool:
+    """Whether the new run's median moved from the earlier runs' by more than one step of their durations
+    (stats.resolution: a kernel of 3 µs timed in whole µs moves by a third in one step)."""
+    typical = float(np.median([np.median(d) for d in earlier]))
+    return abs(float(np.median(new)) - typical) > resolution(np.concatenate(earlier))
 
 
 def _moved(earlier: list[np.ndarray], new: np.ndarray) -> float:
@@ -112,16 +123,27 @@ def _pool(k: _Kernel, shifts: np.ndarray) -> np.ndarray:
 
 
 def _launch_p(deviations: np.ndarray, level: float, pool: np.ndarray) -> float:
-    """Two-sided: the chance that at least half of len(deviations) launches stray as far as `level` (the same
-    side), each as often as the pool's launches do (the count plus one over the pool plus one: never 0). A single
-    launch is no evidence (1): one preempted launch can take any time, as often as the pool cannot tell."""
+    """Two-sided, by two statistics (Bonferroni over them): at least half of the len(deviations) launches stray as
+    far as `level`, and every launch strays at least as far as the nearest of them (the same side), each launch as
+    often as the pool's launches do (the count plus one over the pool plus one: never 0). Half: the level is a
+    median; every launch: a change on every launch moves them all, while the pool's far launches are sporadic (a
+    CPU's preempted launches: a sixth of one kernel's launches took 3–15× as long, so half of six launches past 2× is
+    no rarity — all six is). A single launch is no evidence (1): one preempted launch can take any time."""
     from scipy import stats
     n = len(deviations)
     if n < MIN_NEW_LAUNCHES:
         return 1.0
-    far = len(pool) - np.searchsorted(pool, level, "left") if level >= 0 else np.searchsorted(pool, level, "right")
-    f = (far + 1) / (len(pool) + 1)
-    return float(min(1.0, 2 * stats.binom.sf((n + 1) // 2 - 1, n, f)))
+    up = level >= 0
+    half = float(stats.binom.sf((n + 1) // 2 - 1, n, _as_often(pool, level, up)))
+    every = _as_often(pool, float(deviations.min() if up else deviations.max()), up) ** n
+    return float(min(1.0, 2 * 2 * min(half, every)))
+
+
+def _as_often(pool: np.ndarray, x: float, up: bool) -> float:
+    """How often the sorted pool's launches stray as far as `x` upwards (`up`) or downwards, plus one over the pool
+    plus one."""
+    far = len(pool) - np.searchsorted(pool, x, "left") if up else np.searchsorted(pool, x, "right")
+    return float((far + 1) / (len(pool) + 1))
 
 
 def _predict(earlier: np.ndarray, new: float) -> Change:
