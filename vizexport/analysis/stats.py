@@ -143,9 +143,15 @@ def compare(before: np.ndarray, after: np.ndarray, alpha: float = ALPHA, min_eff
         _widen(c, wide.spread)
     c.ratio, c.low, c.high = c.ratio * wide.shift, (c.low or 0) * wide.shift, (c.high or 0) * wide.shift
     c.median_ratio, c.shift = moved, wide.shift
-    c.stands_out = abs(float(np.median(a) - np.median(b))) >= wide.jitter
+    c.stands_out = beyond(float(np.median(a) - np.median(b)), wide.jitter, min_effect)
     c.verdict = verdict(c, c.p, alpha, min_effect)
     return c
+
+
+def beyond(move: float, jitter: float, min_effect: float = MIN_EFFECT) -> bool:
+    """Whether a move (ns) passes the jitter (RunWide.jitter) by at least `min_effect` of it: kernels that jump by
+    the same amount (a CPU's short launches, some 10 µs up or down) scatter by a few percent about it."""
+    return abs(move) >= jitter * (1 + min_effect)
 
 
 def _widen(c: Change, tau: float) -> None:
