@@ -10,6 +10,7 @@ import json
 import numpy as np
 import pytest
 
+from vizexport.analysis import neighbours
 from vizexport.analysis.diff import kernel_changes
 from vizexport.analysis.launches import KernelId, Runs
 from vizexport.analysis.neighbours import own_moves
@@ -75,3 +76,14 @@ def test_own_moves_set_aside_what_the_launches_beside_them_moved():
 def test_a_move_must_pass_the_jitter_by_the_least_change():
     assert not beyond(9_636, 9_550) and not beyond(-9_900, 9_550) and beyond(10_100, 9_550)
     assert beyond(1, 0.0) and beyond(0, 0.0)
+
+
+def test_neighbours_found_a_block_at_a_time_are_the_same(monkeypatch: pytest.MonkeyPatch):
+    """The CPU run's paired launches (99, one device) by blocks of 7 rows: the same own moves as all at once."""
+    base = {r.kernel: r for r in launches(1)}
+    groups = [(y.ts, (y.dur - base[y.kernel].dur).astype(np.float64)) for y in launches(2)
+              if y.kernel in base and base[y.kernel].count == y.count and y.kernel.device == "CPU"]
+    assert sum(len(t) for t, _ in groups) == 99
+    whole = own_moves(groups)
+    monkeypatch.setattr(neighbours, "BLOCK", 7)
+    assert own_moves(groups) == whole and any(abs(m) > 1_000 for m in whole)

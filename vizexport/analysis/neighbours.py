@@ -8,6 +8,7 @@ import numpy as np
 
 NEIGHBOURS = 4  # the launches of other kernels nearest in time that say what a launch's stretch moved by
 WINDOW = 16  # launches looked at on either side for them (a kernel launched many times in a row hides the others)
+BLOCK = 16_384  # launches whose neighbours are found at once: some MB of index arrays, however long the run
 
 
 def own_moves(groups: list[tuple[np.ndarray, np.ndarray]]) -> list[float]:
@@ -28,18 +29,24 @@ def own_moves(groups: list[tuple[np.ndarray, np.ndarray]]) -> list[float]:
 
 def _local(ts: np.ndarray, moves: np.ndarray, which: np.ndarray) -> np.ndarray:
     """Each launch's stretch's move: the median move of the NEIGHBOURS launches of other groups nearest in time
-    among the WINDOW on either side (0 where there are none)."""
-    n = len(ts)
+    among the WINDOW on either side (0 where there are none); BLOCK launches at a time (bounded memory)."""
+    out = np.zeros(len(ts))
+    for start in range(0, len(ts), BLOCK):
+        out[start:start + BLOCK] = _block(ts, moves, which, np.arange(start, min(start + BLOCK, len(ts))))
+    return out
+
+
+def _block(ts: np.ndarray, moves: np.ndarray, which: np.ndarray, rows: np.ndarray) -> np.ndarray:
     offsets = np.concatenate([np.arange(-WINDOW, 0), np.arange(1, WINDOW + 1)])
-    at = np.arange(n)[:, None] + offsets[None, :]
-    inside = (at >= 0) & (at < n)
-    at = np.clip(at, 0, n - 1)
-    other = inside & (which[at] != which[:, None])
-    distance = np.where(other, np.abs(ts[at] - ts[:, None]).astype(np.float64), np.inf)
+    at = rows[:, None] + offsets[None, :]
+    inside = (at >= 0) & (at < len(ts))
+    at = np.clip(at, 0, len(ts) - 1)
+    other = inside & (which[at] != which[rows][:, None])
+    distance = np.where(other, np.abs(ts[at] - ts[rows][:, None]).astype(np.float64), np.inf)
     nearest = np.argsort(distance, axis=1, kind="stable")[:, :NEIGHBOURS]
-    rows = np.arange(n)[:, None]
-    picked = np.where(np.isfinite(distance[rows, nearest]), moves[at[rows, nearest]], np.nan)
+    line = np.arange(len(rows))[:, None]
+    picked = np.where(np.isfinite(distance[line, nearest]), moves[at[line, nearest]], np.nan)
     counted = np.isfinite(picked).any(axis=1)
-    out = np.zeros(n)
+    out = np.zeros(len(rows))
     out[counted] = np.nanmedian(picked[counted], axis=1)
     return out
