@@ -45,8 +45,9 @@ SHOTS = ROOT / "test-output" / "history"
 CHROMIUM = Path("/usr/bin/chromium")
 
 
-def stored_runs() -> list[RunRecord]:
-    data = json.loads(gzip.decompress((DATA / "train-null-runs.json.gz").read_bytes()))
+def stored_runs(name: str = "train-null") -> list[RunRecord]:
+    """The runs of a set as `history add` stores them (tools/make_runs.py --export)."""
+    data = json.loads(gzip.decompress((DATA / f"{name}-runs.json.gz").read_bytes()))
     out = []
     for r in data["runs"]:
         kernels = [KernelRecord(k["device"], k["name"], k["category"], k["programs"],

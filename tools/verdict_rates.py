@@ -2,6 +2,7 @@
 tools/make_runs.py made (issue #35).
 
 Usage: python tools/verdict_rates.py [--runs /tmp/runs] [--sets S,..] [--history 10] [--pairs 40] [--json OUT]
+       python tools/verdict_rates.py --export-launches SET --which 1,2 OUT.json.gz
 
 Per set (a workload on a device, run many times):
 - false flags: `diff` of every pair of independent runs (earlier → later), and `history check` of every run from
@@ -13,8 +14,12 @@ Per set (a workload on a device, run many times):
   one before it (at most `--pairs`) and by `history check` of each run as above.
 The comparisons are those of the command (analysis.diff.kernel_changes, history.check.check_run) on the runs'
 launches as vizexport reads them; the pickles are read once.
+--export-launches writes what a diff compares of some runs of a set (per kernel its device, name, program,
+category, launch start times from the run's first launch, and durations) as gzip'd JSON: a few kB a run, the tests'
+real CPU runs (tests/test_diff_neighbours.py).
 """
 import argparse
+import gzip
 import itertools
 import json
 import sys
@@ -125,14 +130,33 @@ def always(found: dict) -> float | None:
     return out
 
 
+def export_launches(folder: Path, which: list[int], dst: Path) -> None:
+    runs = {}
+    for i in which:
+        launches = kernel_runs(vizexport.build_timeline(vizexport.load_profile(folder / f"{i:02d}" / "profile.pkl")))
+        t0 = min(int(r.ts.min()) for r in launches)
+        runs[str(i)] = [{"device": r.kernel.device, "name": r.kernel.name, "program": r.kernel.program,
+                         "category": r.category, "ts": (r.ts - t0).tolist(), "dur": r.dur.tolist()} for r in launches]
+    dst.write_bytes(gzip.compress(json.dumps({"set": folder.name, "runs": runs}).encode(), mtime=0))
+    print(f"wrote {dst}: runs {which} of {folder.name}, {dst.stat().st_size:,} bytes")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--runs", type=Path, default=Path("/tmp/runs"))
+    ap.add_argument("--export-launches", metavar="SET", help="export runs --which of --runs/SET to OUT instead")
+    ap.add_argument("--which", default="1,2", help="the runs to export (numbers)")
+    ap.add_argument("out", nargs="?", type=Path, help="the --export-launches file")
     ap.add_argument("--sets", help="comma-separated (default: every folder of --runs)")
     ap.add_argument("--history", type=int, default=10)
     ap.add_argument("--pairs", type=int, default=40)
     ap.add_argument("--json", type=Path)
     a = ap.parse_args()
+    if a.export_launches:
+        if a.out is None:
+            ap.error("--export-launches needs OUT")
+        export_launches(a.runs / a.export_launches, [int(x) for x in a.which.split(",")], a.out)
+        return
     names = a.sets.split(",") if a.sets else sorted(p.name for p in a.runs.iterdir() if p.is_dir())
     results = []
     for name in names:

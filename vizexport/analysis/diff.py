@@ -14,8 +14,22 @@ import numpy as np
 from ..timeline import Role, Timeline
 from .intervals import clip, measure
 from .launches import Runs, columns, kernel_runs
+from .neighbours import own_moves
 from .report import time_range
-from .stats import ALPHA, FASTER, METHOD, MIN_EFFECT, SLOWER, Change, RunWide, adjust, compare, estimate, run_wide
+from .stats import (
+    ALPHA,
+    FASTER,
+    METHOD,
+    MIN_EFFECT,
+    SLOWER,
+    Change,
+    RunWide,
+    adjust,
+    beyond,
+    compare,
+    estimate,
+    run_wide,
+)
 
 NEW, VANISHED = "new", "vanished"
 BY_PROGRAM, BY_NAME = "program", "name"
@@ -136,7 +150,8 @@ def kernel_changes(a: list[Runs], b: list[Runs], alpha: float = ALPHA, min_effec
     first; and the run-wide shift and spread set aside for them."""
     pairs = match(a, b)
     wide = _wide(pairs, alpha)
-    changes = [_change(x, y, alpha, min_effect, wide) for x, y in pairs]
+    changes = [_change(x, y, alpha, min_effect, wide, own) for (x, y), own in zip(pairs, _own(pairs, wide.shift),
+                                                                                   strict=True)]
     adjust([c for _, c in changes], alpha, min_effect)
     kernels = [_verdict(k, c) for k, c in changes]
     kernels.sort(key=lambda k: (not _significant(k), -abs(k.total_after_ns - k.total_before_ns), k.device, k.name))
@@ -154,6 +169,23 @@ def _wide(pairs: list[tuple[list[Runs], list[Runs]]], alpha: float) -> RunWide:
             medians.append((float(np.median(da)), float(np.median(db))))
     shift = run_wide(logs).shift
     return run_wide(logs, [(before, after / shift - before) for before, after in medians])
+
+
+def _own(pairs: list[tuple[list[Runs], list[Runs]]], shift: float) -> list[float | None]:
+    """Per pair of launch groups launched alike, its launches' move beyond the moves of the launches beside them in
+    time on its device (analysis.neighbours; ns, the run-wide shift set aside); None for the others."""
+    by_device: dict[str, tuple[list, list[int]]] = defaultdict(lambda: ([], []))
+    for i, (x, y) in enumerate(pairs):
+        (da, pa), (db, pb) = launch_order(x), launch_order(y)
+        if x and y and len(da) == len(db) and np.array_equal(pa, pb):
+            groups, index = by_device[y[0].kernel.device]
+            groups.append((np.sort(np.concatenate([r.ts for r in y])), db / shift - da))
+            index.append(i)
+    out: list[float | None] = [None] * len(pairs)
+    for groups, index in by_device.values():
+        for i, move in zip(index, own_moves(groups), strict=True):
+            out[i] = move
+    return out
 
 
 def _significant(k: KernelChange) -> bool:
@@ -190,8 +222,10 @@ def launch_order(runs: list[Runs]) -> tuple[np.ndarray, np.ndarray]:
     return _durations(runs)[order], np.argsort(np.argsort(first))[pattern]
 
 
-def _change(a: list[Runs], b: list[Runs], alpha: float, min_effect: float, wide: RunWide
+def _change(a: list[Runs], b: list[Runs], alpha: float, min_effect: float, wide: RunWide, own: float | None
             ) -> tuple[KernelChange, Change]:
+    """The kernel's change; `own`: its launches' move beyond their neighbours' (_own), which must also pass the
+    jitter for it to stand out (a stretch of the run slow as a whole moves every kernel in it)."""
     (da, pa), (db, pb) = launch_order(a), launch_order(b)
     first = (a or b)[0]
     changed = False
@@ -200,6 +234,7 @@ def _change(a: list[Runs], b: list[Runs], alpha: float, min_effect: float, wide:
         changed = not same and bool(_keys(a)) and bool(_keys(b))
         paired = len(da) == len(db) and bool(np.array_equal(pa, pb))
         how, c = BY_PROGRAM if same else BY_NAME, compare(da, db, alpha, min_effect, paired, wide)
+        c.stands_out = c.stands_out and (own is None or beyond(own, wide.jitter, min_effect))
     else:
         how, c = NEW if b else VANISHED, Change(float("nan"), None, None, None, NEW if b else VANISHED)
     k = KernelChange(first.kernel.name, first.kernel.device, (b or a)[0].category, how, _keys(a), _keys(b),

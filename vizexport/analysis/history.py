@@ -9,25 +9,29 @@ kernels: a busier machine moves all alike). Two tests must both reject, and the 
 - runs: the new level against the N earlier levels, Student's t for one new observation (the spread between runs is
   the noise, its uncertainty counted), which also gives the interval of the change;
 - launches: single launches have heavy tails (a launch preempted on a shared machine takes many times as long), so
-  the chance that at least half of the new run's launches deviate as far as its level does, with each launch
-  deviating as often as the kernel's launches in the earlier runs do (their deviations: an empirical null);
-  a kernel the new run launched once is never slower or faster (one launch is no evidence against that).
+  the chance that three quarters of the new run's launches deviate as far as they do, with each launch deviating
+  as often as the kernel's launches in the earlier runs do (their deviations: an empirical null); a kernel the new
+  run launched once is never slower or faster (one launch is no evidence against that), and is left out of the
+  count of the adjustment below (it cannot reject, whatever its launch: independent filtering).
 The p-values of all kernels are adjusted together (Benjamini–Hochberg); slower or faster also needs the interval
 past no change with the new run's shift kept (analysis.stats.verdict: a run where all other kernels moved does not
-flag the one that stayed). A kernel fewer than MIN_RUNS earlier runs launched has too few launches to say anything.
+flag the one that stayed), and the median moved by more than one step of the durations (stats.resolution: whole-µs
+timings). A kernel fewer than MIN_RUNS earlier runs launched has too few launches to say anything.
 """
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Hashable
 from dataclasses import dataclass
 
 import numpy as np
 
-from .stats import ALPHA, CONFIDENCE, FEW, INCONCLUSIVE, MIN_EFFECT, MIN_KERNELS, Change, adjust
+from .stats import ALPHA, CONFIDENCE, FEW, INCONCLUSIVE, MIN_EFFECT, MIN_KERNELS, Change, adjust, resolution
 
 MIN_RUNS = 3  # earlier runs that launched the kernel: fewer give no spread worth the name
 MIN_NEW_LAUNCHES = 2  # launches of the new run that can show a change (one can be a preempted launch)
+MOST = 0.75  # the share of a run's launches a change must move (the launch test)
 BY_LAUNCH, BY_RUN = "runs, launch by launch", "runs"
 METHOD = ("each run one observation per kernel (the median log deviation of its launches from the earlier runs', "
           "launch by launch where all launch it alike), the run-wide shift set aside; the new run against the "
@@ -57,9 +61,12 @@ def check_kernels(earlier: list[dict[Hashable, Launches]], new: dict[Hashable, L
     shifts = _shifts(kernels, len(earlier))
     out = {}
     for k, launches in new.items():
-        moved = _moved([r[k][0] for r in earlier if k in r], launches[0])
+        before = [r[k][0] for r in earlier if k in r]
+        moved = _moved(before, launches[0])
         out[k] = _change(kernels[k], shifts, moved) if k in kernels else Change(moved, None, None, None, FEW, None,
                                                                                 None, moved)
+        if k in kernels:
+            out[k].stands_out = _stands_out(before, launches[0])
     adjust(list(out.values()), alpha, min_effect)
     return out, float(np.exp(shifts[-1] - np.median(shifts[:-1]))) if len(shifts) > 1 else 1.0
 
@@ -68,10 +75,18 @@ def _change(k: _Kernel, shifts: np.ndarray, moved: float) -> Change:
     levels = k.levels - shifts[k.runs]
     c = _predict(levels[:-1], float(levels[-1]))
     c.p = max(c.p or 0.0, _launch_p(k.deviations[-1] - shifts[-1], float(levels[-1]), _pool(k, shifts)))
+    c.decides = len(k.deviations[-1]) >= MIN_NEW_LAUNCHES
     shift = float(np.exp(shifts[-1] - shifts[k.runs[:-1]].mean()))
     c.ratio, c.low, c.high = c.ratio * shift, (c.low or 0) * shift, (c.high or 0) * shift
     c.method, c.median_ratio, c.shift = BY_LAUNCH if k.aligned else BY_RUN, moved, shift
     return c
+
+
+def _stands_out(earlier: list[np.ndarray], new: np.ndarray) -> bool:
+    """Whether the new run's median moved from the earlier runs' by more than one step of their durations
+    (stats.resolution: a kernel of 3 µs timed in whole µs moves by a third in one step)."""
+    typical = float(np.median([np.median(d) for d in earlier]))
+    return abs(float(np.median(new)) - typical) > resolution(np.concatenate(earlier))
 
 
 def _moved(earlier: list[np.ndarray], new: np.ndarray) -> float:
@@ -112,16 +127,29 @@ def _pool(k: _Kernel, shifts: np.ndarray) -> np.ndarray:
 
 
 def _launch_p(deviations: np.ndarray, level: float, pool: np.ndarray) -> float:
-    """Two-sided: the chance that at least half of len(deviations) launches stray as far as `level` (the same
-    side), each as often as the pool's launches do (the count plus one over the pool plus one: never 0). A single
-    launch is no evidence (1): one preempted launch can take any time, as often as the pool cannot tell."""
+    """Two-sided: the chance that at least MOST of the len(deviations) launches stray as far as the least far of
+    them (the ⌈3n/4⌉-th farthest, on the side of `level`), each launch as often as the pool's launches do (the count
+    plus one over the pool plus one: never 0). A change of the code moves (nearly) every launch; what strays on its
+    own does so now and then — a CPU's preempted launches (a sixth of one kernel's launches took 3–15× as long: half
+    of six launches past 2× is no rarity, five of six is), or the launches in a stretch of a run that the machine
+    slowed as a whole (half of a kernel's 14 launches 1.5× as long, the rest as ever). A quarter may stray the other
+    way (a cold launch, a preempted one). A single launch is no evidence (1): one preempted launch can take any
+    time."""
     from scipy import stats
     n = len(deviations)
     if n < MIN_NEW_LAUNCHES:
         return 1.0
-    far = len(pool) - np.searchsorted(pool, level, "left") if level >= 0 else np.searchsorted(pool, level, "right")
-    f = (far + 1) / (len(pool) + 1)
-    return float(min(1.0, 2 * stats.binom.sf((n + 1) // 2 - 1, n, f)))
+    up = level >= 0
+    far = np.sort(deviations)[::-1] if up else np.sort(deviations)
+    most = math.ceil(MOST * n)
+    return float(min(1.0, 2 * stats.binom.sf(most - 1, n, _as_often(pool, float(far[most - 1]), up))))
+
+
+def _as_often(pool: np.ndarray, x: float, up: bool) -> float:
+    """How often the sorted pool's launches stray as far as `x` upwards (`up`) or downwards, plus one over the pool
+    plus one."""
+    far = len(pool) - np.searchsorted(pool, x, "left") if up else np.searchsorted(pool, x, "right")
+    return float((far + 1) / (len(pool) + 1))
 
 
 def _predict(earlier: np.ndarray, new: float) -> Change:

@@ -38,6 +38,7 @@ MIN_PAIRS = 3  # paired launches: fewer show no spread of their ratios
 MIN_KERNELS = 3  # kernels whose changes give the run-wide shift and spread (fewer: none is set aside; the median of
 # three is not moved by one kernel's regression)
 JITTER_QUANTILE = 0.9  # a kernel's own move passes what 90% of the kernels move anyway (a tenth may truly change)
+STEPS = (1000, 100, 10)  # ns: the steps durations may come in (tinygrad's JIT graph timings are whole µs on NULL)
 MAD_SD = 1.4826  # median absolute deviation → standard deviation, for normal data
 Z = NormalDist().inv_cdf(0.5 + CONFIDENCE / 2)
 RESAMPLES = 2000
@@ -69,6 +70,8 @@ class Change:
     median_ratio: float | None = None  # median after / median before (the change of the median itself)
     shift: float = 1.0  # the run-wide change the test set aside (RunWide): ratio / shift is the kernel's own
     stands_out: bool = True  # beyond what kernels move by an amount anyway between runs (diff: RunWide.jitter)
+    decides: bool = True  # False: never slower or faster whatever the launches (history: one new launch), so left
+    # out of the Benjamini–Hochberg count (independent filtering, Bourgon, Gentleman & Huber 2010), its q 1
 
     @property
     def significant(self) -> bool:
@@ -117,6 +120,15 @@ def jitter(moves: list[tuple[float, float]]) -> float:
     return float(np.quantile(np.abs([m for _, m in moves]), JITTER_QUANTILE))
 
 
+def resolution(durations: np.ndarray) -> int:
+    """The step of the durations (ns): the largest of STEPS that divides at least half of them (a duration timed to
+    the ns is a whole µs one time in a thousand), else 1. A move smaller than that is no evidence of a change."""
+    for step in STEPS:
+        if len(durations) and 2 * int(np.count_nonzero(durations % step == 0)) >= len(durations):
+            return step
+    return 1
+
+
 def compare(before: np.ndarray, after: np.ndarray, alpha: float = ALPHA, min_effect: float = MIN_EFFECT,
             paired: bool = False, wide: RunWide = RunWide()) -> Change:
     """The change of `after` launch durations against `before` (both non-empty, positive), its test and interval;
@@ -131,9 +143,15 @@ def compare(before: np.ndarray, after: np.ndarray, alpha: float = ALPHA, min_eff
         _widen(c, wide.spread)
     c.ratio, c.low, c.high = c.ratio * wide.shift, (c.low or 0) * wide.shift, (c.high or 0) * wide.shift
     c.median_ratio, c.shift = moved, wide.shift
-    c.stands_out = abs(float(np.median(a) - np.median(b))) >= wide.jitter
+    c.stands_out = beyond(float(np.median(a) - np.median(b)), wide.jitter, min_effect)
     c.verdict = verdict(c, c.p, alpha, min_effect)
     return c
+
+
+def beyond(move: float, jitter: float, min_effect: float = MIN_EFFECT) -> bool:
+    """Whether a move (ns) passes the jitter (RunWide.jitter) by at least `min_effect` of it: kernels that jump by
+    the same amount (a CPU's short launches, some 10 µs up or down) scatter by a few percent about it."""
+    return abs(move) >= jitter * (1 + min_effect)
 
 
 def _widen(c: Change, tau: float) -> None:
@@ -226,11 +244,13 @@ def verdict(c: Change, q: float | None, alpha: float, min_effect: float) -> str:
 
 def adjust(changes: list[Change], alpha: float = ALPHA, min_effect: float = MIN_EFFECT) -> None:
     """Benjamini–Hochberg over the tested changes of one comparison (false flags controlled over its many kernels):
-    sets each one's q and final verdict."""
-    tested = [c for c in changes if c.p is not None]
+    sets each one's q and final verdict. Changes that cannot decide (Change.decides) do not count."""
+    tested = [c for c in changes if c.p is not None and c.decides]
     for c, q in zip(tested, bh(np.array([c.p for c in tested])), strict=True):
         c.q = float(q)
     for c in changes:
+        if c.p is not None and not c.decides:
+            c.q = 1.0
         c.verdict = verdict(c, c.q, alpha, min_effect)
 
 
