@@ -81,7 +81,7 @@ class Track:
     unit: str = ""  # counters: "bytes", "count", ...
     ts: array = field(default_factory=lambda: array("q"))  # ns, host clock
     dur: array = field(default_factory=lambda: array("q"))  # slices: ns, -1 = instant
-    names: array = field(default_factory=lambda: array("l"))  # slices: string ids (Timeline.strings)
+    names: array = field(default_factory=lambda: array("i"))  # slices: string ids (Timeline.strings), int32
     values: array = field(default_factory=lambda: array("q"))  # counters
     args: dict[int, dict] = field(default_factory=dict)  # event index → args (sparse: most events have none)
     flows_out: dict[int, list[int]] = field(default_factory=dict)  # event index → flow ids it starts

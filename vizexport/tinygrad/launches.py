@@ -197,7 +197,7 @@ def add_launches(tl: Timeline, track: Track, prof: Profile, links: LaunchLinks, 
     spans, batches, graph = placed.spans, placed.batches, prof.spans.graph
     targets = [(spans[s], i, graph[s] >= 0) for s, i in links.spans.items() if s in spans]
     targets += [(batches[g], i, True) for g, i in links.graphs.items() if g in batches]
-    for (dst, j), i, in_graph in sorted(targets, key=lambda x: (x[0][0].ts[x[0][1]], x[0][0].uuid, x[0][1])):
+    for (dst, j), i, in_graph in map(targets.__getitem__, _by_time(targets).tolist()):
         tl.flow(track, at[i], dst, j, FLOW_LAUNCH)
         pt, args = prof.points[i], dst.args.setdefault(j, {})
         args[ARG_LAUNCH_LATENCY] = dst.ts[j] - pt.ts
@@ -206,6 +206,14 @@ def add_launches(tl: Timeline, track: Track, prof: Profile, links: LaunchLinks, 
             args.update(exec_args(pt.key, pt.arg))
         if copy_ends(pt.arg.name) is not None and ARG_BYTES not in args:
             _copy_bytes(args, pt.arg, exec_args.buffers, dst.dur[j])
+
+
+def _by_time(targets: list) -> np.ndarray:
+    """The order of launch targets ((track, event), exec, in graph) by their event's time, track and index: columns
+    sorted at once (a key tuple per launch would cost a long run hundreds of MB at its memory peak)."""
+    def column(f: Any) -> np.ndarray:
+        return np.fromiter((f(dst, j) for (dst, j), _, _ in targets), np.int64, len(targets))
+    return np.lexsort((column(lambda dst, j: j), column(lambda dst, j: dst.uuid), column(lambda dst, j: dst.ts[j])))
 
 
 def _copy_bytes(args: dict, e: Exec, buffers: dict[Any, Alloc], dur: int) -> None:
