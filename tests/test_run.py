@@ -9,6 +9,7 @@ import pytest
 
 import vizexport
 from vizexport import run as run_mod
+from vizexport import sqtt
 from vizexport.analysis import kernel_table
 from vizexport.analysis.diff import diff_runs
 from vizexport.errors import InputError
@@ -93,7 +94,8 @@ def test_each_part_is_derived_once(monkeypatch: pytest.MonkeyPatch):
             return fn(*a, **kw)
         return wrapper
     monkeypatch.setattr(run_mod, "build_timeline", counted("build", run_mod.build_timeline))
-    monkeypatch.setattr(run_mod, "load_launches", counted("decode", run_mod.load_launches))
+    # the decoder is imported where it is first needed: counted where every caller finds it
+    monkeypatch.setattr(sqtt, "load_launches", counted("decode", sqtt.load_launches))
     run = Run((SQTT,))
     run.derive(Site.reads)
     run.derive(Demo.reads)

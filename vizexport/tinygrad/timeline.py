@@ -19,7 +19,7 @@ from functools import cached_property, partial
 from itertools import chain
 from operator import attrgetter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -30,7 +30,6 @@ from ..limits import TEXT_CAP, capped
 from ..pma import add_pma_tracks
 from ..programs import ProgramIndex
 from ..records import Alloc, Exec, Marker, Profile, RewriteLog, Span
-from ..sqtt import Launch, add_sqtt_tracks, load_launches, pmc_span_args
 from ..timeline import (
     ARG_BYTES,
     ARG_GBS,
@@ -49,6 +48,9 @@ from .buffers import lifetimes
 from .categories import category
 from .estimates import LaunchEstimates, LaunchFigures, rate_args
 from .launches import LAUNCHES, ExecArgs, LaunchLinks, Placed, add_launches, link_launches
+
+if TYPE_CHECKING:
+    from ..sqtt import Launch
 
 FORK_SPANS = 300_000  # spans from which host spans are prepared in a forked process (below, forking costs more)
 # the stages of a build (see the module's docstring)
@@ -113,6 +115,7 @@ def build_timeline(prof: Profile, rewrites: RewriteLog | None = None, launches: 
     if CAPTURES not in stages:
         launches = []
     elif launches is None:
+        from ..sqtt import load_launches  # the SQTT decoder (and ELF reader) only for a profile with captures
         launches = load_launches(prof) if prof.captures else []
     return _Builder(prof, rewrites, launches, stages, executor).build()
 
@@ -299,7 +302,9 @@ class _Builder:
             spans_by_dev = {d: idx for d, idx in spans_by_dev.items() if d not in HOST}
         execs = self._execs = self._execs_by_device()
         launches = self.launches  # AMD SQTT/PMC captures per kernel launch
-        self.pmc = pmc_span_args(self.p, launches) if launches else {}
+        if launches:
+            from ..sqtt import pmc_span_args
+            self.pmc = pmc_span_args(self.p, launches)
         columns |= {d: self._device_columns(d, idx, execs.get(d)) for d, idx in spans_by_dev.items() if d not in HOST}
         return (columns | biggest()) if host else columns, spans_by_dev
 
@@ -322,6 +327,7 @@ class _Builder:
                 self._buffers(group, d)
         mine = [la for la in self.launches if device_root(la.device) == root]
         if mine:
+            from ..sqtt import add_sqtt_tracks
             add_sqtt_tracks(self.tl, group, self.p, mine)
         if CAPTURES in self.stages and any(c.kind == "pma" and device_root(c.device) == root
                                            for c in self.p.captures):
