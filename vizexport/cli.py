@@ -24,7 +24,7 @@ from .analysis import tables
 from .analysis.top import BY_PROGRAM, GROUPINGS
 from .errors import InputError
 from .forks import Executor, ForkExecutor
-from .gcpause import gc_paused
+from .gcpause import gc_paused, keep_all, release
 from .graphs import StepOptions
 from .latest import latest_inputs
 from .limits import GIB, limit_memory, limit_output, memory_budget
@@ -319,6 +319,7 @@ def emit(command: str, target: Target, run: Run, quiet: bool = False,
         # the report's plots need matplotlib: its helper imports it while the inputs load
         from .site import warm_plots
         run.executor.prepare(warm_plots)
+    kept = False
     try:
         with status(reading(run)) as line:
             with gc_paused():  # millions of acyclic objects: see gcpause
@@ -328,12 +329,14 @@ def emit(command: str, target: Target, run: Run, quiet: bool = False,
                 for part in writer.reads:
                     line.say(STAGES.get(part, part))
                     run.derive((part,))
+                kept = keep_all()  # they live until the command ends: the GC need not look at them again
             line.say(f"writing {target.name or 'the ' + target.fmt}")
             if writer.progress:
                 line.stop()  # its bars take over
             with progress_bars(writer.progress) as progress:
                 text = writer.write(run, target, progress)
     finally:
+        release(kept)
         run.executor.discard_prepared()  # a rewrites trace alone has no report
     if not quiet:  # line by line: a reader that left (`… | head`) then ends in BrokenPipeError, never in a short write
         sys.stdout.writelines(text.splitlines(keepends=True))
