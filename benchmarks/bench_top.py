@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import subprocess
 import sys
 import sysconfig
@@ -23,14 +24,15 @@ from bench_load import ROOT
 TARGET = 0.6  # top's time / the conversion's
 
 
-def command(code: Path, args: list[str]) -> float:
-    """Seconds of `python -m vizexport ARGS` run with the vizexport in `code` (-S and another cwd: an editable install
-    of one checkout cannot shadow another), its output to /dev/null."""
+def command(code: Path, args: list[str]) -> tuple[float, float]:
+    """Seconds and CPU seconds (its worker processes' too) of `python -m vizexport ARGS` run with the vizexport in
+    `code` (-S and another cwd: an editable install of one checkout cannot shadow another), its output to /dev/null."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(code), sysconfig.get_paths()["purelib"]])}
-    t = time.perf_counter()
+    before, t = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
     subprocess.run([sys.executable, "-S", "-m", "vizexport", *args], stdout=subprocess.DEVNULL, check=True, env=env,
                    cwd=tempfile.gettempdir())
-    return time.perf_counter() - t
+    dt, after = time.perf_counter() - t, resource.getrusage(resource.RUSAGE_CHILDREN)
+    return dt, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
 
 
 def main() -> None:
@@ -51,16 +53,20 @@ def main() -> None:
     for code, args in jobs.values():  # warm: bytecode compiled, the profile in the page cache
         command(code, args)
     runs: dict[str, list[float]] = {k: [] for k in jobs}
+    cpu: dict[str, list[float]] = {k: [] for k in jobs}
     for _ in range(a.repeat):
         for name, (code, args) in jobs.items():
-            runs[name].append(command(code, args))
+            secs, used = command(code, args)
+            runs[name].append(secs)
+            cpu[name].append(used)
     best = {k: min(v) for k, v in runs.items()}
     print(f"profile: {big} ({a.events:,} events), best of {a.repeat}, alternated")
     for name, secs in runs.items():
-        print(f"  vizexport {name:13s} {best[name]:6.2f} s  (runs: {', '.join(f'{s:.2f}' for s in secs)})")
+        print(f"  vizexport {name:13s} {best[name]:6.2f} s  (runs: {', '.join(f'{s:.2f}' for s in secs)}; CPU "
+              f"{min(cpu[name]):.2f} s, workers included)")
     per = sorted(t / c for t, c in zip(runs["top"], runs["convert"], strict=True))
     print(f"  ratio top/convert: {best['top'] / best['convert']:.2f}× (target ≤ {TARGET}×); per round "
-          f"{', '.join(f'{x:.2f}' for x in per)}")
+          f"{', '.join(f'{x:.2f}' for x in per)}; of CPU seconds {min(cpu['top']) / min(cpu['convert']):.2f}×")
     if a.baseline:
         print(f"  ratio baseline top/convert: {best['baseline top'] / best['convert']:.2f}×")
 
