@@ -47,6 +47,8 @@ def test_top_from_device_tracks_alone_is_the_full_builds(profile: Path):
     stage = run.stage(run_mod.TOP_STAGES)
     assert {t.role for t in stage.tracks} <= DEVICE_ROLES and stage.n_events() < full.n_events()
     assert not any(t.flows_out or t.flows_in or t.stacks for t in stage.tracks) and not stage.stacks
+    # the args slices show are not made (the table reads the launch table's columns)
+    assert not any(t.args for t in stage.tracks) and any(t.args for t in full.tracks if t.role in DEVICE_ROLES)
     queues = [(t.name, list(t.ts), list(t.dur)) for t in stage.tracks if t.role in (Role.QUEUE, Role.COPY, Role.GRAPH)]
     assert queues == [(t.name, list(t.ts), list(t.dur)) for t in full.tracks
                       if t.role in (Role.QUEUE, Role.COPY, Role.GRAPH)]
