@@ -106,6 +106,39 @@ def test_whole_model_loads_no_reader_writer_or_heavy_dependency():
     assert _heavy(mods) == set()
 
 
+# what `vizexport top` never needs: the other commands' writers, the SQTT decoder, the replay, the report and diff
+NOT_FOR_TOP = ("vizexport.site", "vizexport.report", "vizexport.graphs.export", "vizexport.graphs.render",
+               "vizexport.history", "vizexport.sqtt", "vizexport.tinygrad.replay", "vizexport.analysis.report",
+               "vizexport.analysis.diff", "vizexport.info", "vizexport.api")
+
+
+@pytest.mark.parametrize("args", [["top", "{sample}/profile.pkl", "{sample}/rewrites.pkl", "--json"],
+                                  ["top", "{sample}/profile.pkl", "--between", "jit step 1", "jit step 3"]])
+def test_top_loads_only_its_own_modules(args: list[str]):
+    """`vizexport top` is mostly its profile's load (issue 37): the parser defines the command given, and the Run and
+    the writer registry import what they write with when they write; the table is the same as ever (test_top)."""
+    sample = ROOT / "vizexport" / "data" / "sample"
+    argv = [a.format(sample=sample) for a in args]
+    mods = _loaded("import io, sys", "from vizexport import cli", "out, sys.stdout = sys.stdout, io.StringIO()",
+                   f"code = cli.main({argv!r})", "table, sys.stdout = sys.stdout.getvalue(), out", "assert code == 0",
+                   "assert 'E_' in table")
+    assert {m for m in _ours(mods) if m.startswith(NOT_FOR_TOP)} == set()
+    assert _heavy(mods) == set()
+    assert {"vizexport.cli", "vizexport.run", "vizexport.writers", "vizexport.tinygrad.timeline"} <= _ours(mods)
+
+
+def test_a_command_s_parser_defines_it_alone():
+    """main parses with the given command's parser alone (its options name no other command's modules); --help has
+    them all, in the same order."""
+    from vizexport import cli
+    assert list(cli.parser("top").commands) == ["top"]
+    assert list(cli.parser().commands) == list(cli.SUBPARSERS) == ["convert", "info", "top", "show", "open", "report",
+                                                                 "diff", "history", "demo"]
+    assert set(cli.SUBPARSERS) == set(cli.COMMANDS)
+    mods = _loaded("from vizexport import cli", "cli.parser('top').parse_args(['top', 'x.pkl', '--by', 'name'])")
+    assert {m for m in _ours(mods) if m.startswith(("vizexport.history", "vizexport.site"))} == set()
+
+
 def test_face_loads_a_name_s_module_on_first_use():
     mods = _loaded("import vizexport", "vizexport.Timeline", "from vizexport import InputError")
     assert _ours(mods) == {"vizexport", "vizexport._version", "vizexport.timeline", "vizexport.errors",

@@ -15,7 +15,8 @@ SAMPLE = ROOT / "vizexport" / "data" / "sample" / "profile.pkl"
 def _spans() -> list[Span]:
     shared = Key("r_4", keys=("r_4",))
     return [Span("TINY", Key("schedule"), 100, 900), Span("AMD", shared, 200, 300, profile_key=b"\x01" * 8),
-            Span("AMD", shared, 400, None), Span("AMD:SDMA:0", Key("copy 8, AMD <- CPU", ret=8), 500, 650, is_copy=True),
+            Span("AMD", shared, 400, None),
+            Span("AMD:SDMA:0", Key("copy 8, AMD <- CPU", ret=8), 500, 650, is_copy=True),
             Span("AMD", Key("e0"), 1000, 1100, graph=0), Span("AMD:1", Key("e1"), 1050, 0, graph=0)]
 
 

@@ -1,4 +1,8 @@
-"""The `vizexport` command. It wires readers to writers; nothing else does."""
+"""The `vizexport` command. It wires readers to writers; nothing else does.
+
+A command loads only its own modules: the parser defines the command given (the others' options name constants of
+modules it need not load) and each command imports its heavy parts when it runs, so that `vizexport top` costs
+little more than reading its profile."""
 from __future__ import annotations
 
 import argparse
@@ -20,25 +24,18 @@ from .analysis import tables
 from .analysis.top import BY_PROGRAM, GROUPINGS
 from .errors import InputError
 from .forks import Executor, ForkExecutor
-from .gcpause import gc_paused
-from .graphs import DotMissing, StepOptions
-from .graphs.export import POLICIES
-from .history import command as history  # `vizexport history` (#35): its parser and commands live there
-from .history.command import EXIT_SLOWER
+from .gcpause import gc_paused, keep_all, release
+from .graphs import StepOptions
 from .latest import latest_inputs
 from .limits import GIB, limit_memory, limit_output, memory_budget
 from .output import check_folder, clean_stale
-from .perfetto import FLAVORS, FORMATS
-from .perfetto.split import read_index, windows_folder
+from .perfetto import FORMATS
 from .pickles import brief, is_pickle
 from .progress import STAGES, progress_bars, started, status
 from .run import AnswerOptions, LoadOptions, Run, TraceOptions, ViewOptions
-from .site import warm_plots
-from .site.serve import FETCH_TIMEOUT, PORT, check_port, contained, run_trace_processor, serve
 from .text import MESSAGE_CHARS, lines, shown
 from .tinygrad.releases import RELEASES
 from .units import bytes_text
-from .windows import WINDOW_EVENTS
 from .writers import FILE, FOLDER, TEXT, Site, StepSvgs, Target, Writer, candidates, classify, writer_for
 
 COMMANDS = ("convert", "info", "top", "show", "report", "diff", "demo", "open", "history")
@@ -95,30 +92,53 @@ class Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: {shown(said, MESSAGE_CHARS)} (see {self.prog} --help)\n")
 
 
-def parser() -> argparse.ArgumentParser:
+def parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The command line: every command (None), or the `command` alone (main knows it from the first argument; the
+    others' options name constants of modules it need not load: Graphviz's, the site's, the history's)."""
     p = Parser(prog="vizexport", usage=USAGE, description="Turn tinygrad VIZ/PROFILE pickles into "
                                 "files anyone can open (convert is the default command).")
     p.add_argument("--version", action="version", version=f"vizexport {__version__}")
     sub = p.add_subparsers(dest="command", required=True, prog="vizexport", parser_class=Parser)
     p.commands = sub.choices  # each command's parser: its own usage errors
-    _convert_parser(sub)
+    for name, add in SUBPARSERS.items():  # in the order --help lists them
+        if command is None or name == command:
+            add(sub)
+    return p
+
+
+def usage_error(command: str, message: str) -> NoReturn:
+    """A usage error of `command` (one line, exit 2), as its parser words them."""
+    parser(command).commands[command].error(message)
+
+
+def _info_parser(sub: argparse._SubParsersAction) -> None:
     info = sub.add_parser("info", help="what a profile.pkl / rewrites.pkl holds: release, events, span, memory peaks, "
                           "markers")
     info.add_argument("files", nargs="*", type=Path, metavar="FILE", help=f"profile or rewrites pickles; {LATEST}")
     info.add_argument("--json", action="store_true", help="print a JSON list instead of text")
     _common(info)
-    _top_parser(sub)
-    _show_parser(sub)
-    _open_parser(sub)
-    _answers(sub)
-    history.add_parser(sub, _common)
+
+
+def _demo_parser(sub: argparse._SubParsersAction) -> None:
     demo = sub.add_parser("demo", help="run vizexport on its bundled sample (a tinygrad 0.14.0 NULL-device run)")
     demo.add_argument("-o", "--output", type=Path, required=True, metavar="OUTDIR")
     _common(demo)
-    return p
+
+
+def _history() -> Any:
+    """vizexport.history.command: `vizexport history` (#35), its parser and commands."""
+    from .history import command
+    return command
+
+
+def _history_parser(sub: argparse._SubParsersAction) -> None:
+    _history().add_parser(sub, _common)
 
 
 def _convert_parser(sub: argparse._SubParsersAction) -> None:
+    from .graphs.options import POLICIES
+    from .perfetto import FLAVORS
+    from .windows import WINDOW_EVENTS
     conv = sub.add_parser("convert", help="profile (+ rewrites) → Perfetto trace or Chrome JSON (the default)")
     conv.add_argument("inputs", nargs="*", type=Path, metavar="PICKLE", help="a profile.pkl, optionally with its "
                       f"rewrites.pkl (kind detected from content); {LATEST}")
@@ -154,6 +174,7 @@ def _convert_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _open_parser(sub: argparse._SubParsersAction) -> None:
+    from .site.serve import FETCH_TIMEOUT, PORT
     op = sub.add_parser("open", help="open a trace in ui.perfetto.dev (served once, to the UI only, from "
                         "127.0.0.1:9001); a trace written as windows opens its overview, or a window")
     op.add_argument("trace", nargs="?", type=Path, metavar="TRACE", help="a trace vizexport wrote, or a profile.pkl "
@@ -239,7 +260,7 @@ def _peaks(p: argparse._ActionsContainer) -> None:
     p.add_argument("--peak-gbs", type=float, metavar="X", help="the devices' peak memory bandwidth in GB/s")
 
 
-def _answers(sub: argparse._SubParsersAction) -> None:
+def _report_parser(sub: argparse._SubParsersAction) -> None:
     rep = sub.add_parser("report", help="where the time went: busy/idle devices, gaps, categories, distributions, "
                          "launch latency, JIT batches, call sites, achieved vs peak")
     rep.add_argument("inputs", nargs="*", type=Path, metavar="PICKLE", help="a profile.pkl, optionally with its "
@@ -248,6 +269,9 @@ def _answers(sub: argparse._SubParsersAction) -> None:
                      ".md; default: text on stdout")
     _peaks(rep)
     _common(rep)
+
+
+def _diff_parser(sub: argparse._SubParsersAction) -> None:
     dif = sub.add_parser("diff", help="what changed from a base run to a pull request's run, with noise-aware "
                          "verdicts; exit code 3 with --fail-if-slower")
     dif.add_argument("base", type=Path, metavar="BASE.pkl", help="the base run's profile.pkl (any release)")
@@ -256,8 +280,13 @@ def _answers(sub: argparse._SubParsersAction) -> None:
     dif.add_argument("--pr-rewrites", type=Path, metavar="REWRITES.pkl", help="the other run's rewrites trace")
     dif.add_argument("-o", "--output", type=Path, metavar="OUT", help="DIFF.html (one file, SVG plots), .json or .md "
                      "(a pull-request comment); default: text on stdout")
-    history.verdict_options(dif)
+    _history().verdict_options(dif)  # as `history check`'s
     _common(dif)
+
+
+SUBPARSERS: dict[str, Callable[[argparse._SubParsersAction], None]] = {
+    "convert": _convert_parser, "info": _info_parser, "top": _top_parser, "show": _show_parser, "open": _open_parser,
+    "report": _report_parser, "diff": _diff_parser, "history": _history_parser, "demo": _demo_parser}
 
 
 def say(text: str, to_stderr: bool = False) -> None:
@@ -288,7 +317,9 @@ def emit(command: str, target: Target, run: Run, quiet: bool = False,
         clean_stale(target.path)  # a killed run's temporary
     if any(w.warm for w in found):
         # the report's plots need matplotlib: its helper imports it while the inputs load
+        from .site import warm_plots
         run.executor.prepare(warm_plots)
+    kept = False
     try:
         with status(reading(run)) as line:
             with gc_paused():  # millions of acyclic objects: see gcpause
@@ -298,12 +329,14 @@ def emit(command: str, target: Target, run: Run, quiet: bool = False,
                 for part in writer.reads:
                     line.say(STAGES.get(part, part))
                     run.derive((part,))
+                kept = keep_all()  # they live until the command ends: the GC need not look at them again
             line.say(f"writing {target.name or 'the ' + target.fmt}")
             if writer.progress:
                 line.stop()  # its bars take over
             with progress_bars(writer.progress) as progress:
                 text = writer.write(run, target, progress)
     finally:
+        release(kept)
         run.executor.discard_prepared()  # a rewrites trace alone has no report
     if not quiet:  # line by line: a reader that left (`… | head`) then ends in BrokenPipeError, never in a short write
         sys.stdout.writelines(text.splitlines(keepends=True))
@@ -343,7 +376,7 @@ def refuse_inapplicable(args: argparse.Namespace, writer: Writer) -> None:
             continue
         what = f"{args.output}, a trace" if writer.kind == FILE else _FOR.get(type(writer), "this output")
         applies = " or ".join(_FOR[w] for w in writers)
-        parser().commands["convert"].error(f"{option} shapes {applies}, not {what}")
+        usage_error("convert", f"{option} shapes {applies}, not {what}")
 
 
 def cmd_convert(args: argparse.Namespace, ex: Executor) -> int:
@@ -366,14 +399,15 @@ def cmd_convert(args: argparse.Namespace, ex: Executor) -> int:
 
 
 def cmd_open(args: argparse.Namespace, ex: Executor) -> int:
+    from .site.serve import check_port
     if not args.trace.is_file():
         raise InputError(f"{args.trace}: no such trace file")
     if not is_pickle(args.trace):
         return open_trace(args, args.trace)
     for given, option in ((args.at, "--at"), (args.window, "--window")):
         if given is not None:
-            parser().commands["open"].error(f"{option} picks a window of a trace written as windows; a profile.pkl "
-                                            "is opened whole")
+            usage_error("open", f"{option} picks a window of a trace written as windows; a profile.pkl is opened "
+                        "whole")
     check_port(args.port)  # before converting: a busy port ends the command at once
     with tempfile.TemporaryDirectory(prefix="vizexport-open-") as tmp:  # private (0700), removed on the way out
         trace = Path(tmp) / f"{args.trace.name.split('.')[0] or 'profile'}.pftrace"
@@ -387,6 +421,7 @@ def cmd_open(args: argparse.Namespace, ex: Executor) -> int:
 def open_trace(args: argparse.Namespace, path: Path) -> int:
     """Serve the trace at `path` (or the window of it --at or --window names) to the UI, or load it in a native
     trace processor."""
+    from .site.serve import contained, run_trace_processor, serve
     trace = pick_window(path, args.at, args.window)
     if args.trace_processor is not None:
         contained(trace, path.parent)  # a window leading out of the folder is not loaded either
@@ -412,6 +447,7 @@ def parse_time(text: str) -> int:
 
 def pick_window(trace: Path, at: str | None, window: int | None) -> Path:
     """The trace to open: the one named, or one of its windows (by time from the run's start, or by number)."""
+    from .perfetto.split import read_index, windows_folder
     if at is None and window is None:
         return trace
     index = read_index(trace)  # checked: plain file names, integer times
@@ -453,7 +489,7 @@ def cmd_top(args: argparse.Namespace, ex: Executor) -> int:
 
 def cmd_show(args: argparse.Namespace, ex: Executor) -> int:
     if args.rewrite is not None and args.ctx is None:
-        parser().commands["show"].error("-i/--rewrite needs -s/--ctx (the context it is in)")
+        usage_error("show", "-i/--rewrite needs -s/--ctx (the context it is in)")
     run = Run((args.rewrites,), load=LoadOptions(args.tinygrad_version),
               steps=StepOptions(ctx=args.ctx, rewrite=args.rewrite), view=ViewOptions(color=use_color()), executor=ex)
     emit("show", classify("show", None, "json" if args.json else TEXT), run)
@@ -469,6 +505,7 @@ def cmd_report(args: argparse.Namespace, ex: Executor) -> int:
 
 
 def cmd_diff(args: argparse.Namespace, ex: Executor) -> int:
+    from .history.command import EXIT_SLOWER
     target = classify("diff", args.output)
     load = LoadOptions(args.tinygrad_version)
     run = Run((args.pr, args.pr_rewrites), named=True, load=load,
@@ -523,7 +560,7 @@ def inputs_of(args: argparse.Namespace) -> list[Path]:
             "top": lambda: args.inputs, "show": lambda: [p for p in (args.rewrites,) if p],
             "report": lambda: args.inputs,
             "diff": lambda: [p for p in (args.base, args.pr, args.base_rewrites, args.pr_rewrites) if p],
-            "history": lambda: history.inputs(args)}[args.command]()
+            "history": lambda: _history().inputs(args)}[args.command]()
 
 
 def describe(e: BaseException, args: argparse.Namespace, limit: int | None) -> str:
@@ -532,7 +569,7 @@ def describe(e: BaseException, args: argparse.Namespace, limit: int | None) -> s
     names = ", ".join(map(str, inputs_of(args)))
     if isinstance(e, InputError):
         return str(e)
-    if isinstance(e, DotMissing):
+    if _dot_missing(e):
         return f"{getattr(args, 'output', names)}: {e}"
     if isinstance(e, MemoryError):
         size = f"{limit / GIB:.1f} GiB" if limit else "what the machine has"
@@ -545,6 +582,12 @@ def describe(e: BaseException, args: argparse.Namespace, limit: int | None) -> s
     return f"{names}: {type(e).__name__}: {brief(str(e))} ({BUG})"
 
 
+def _dot_missing(e: BaseException) -> bool:
+    """Is it graphs.render.DotMissing? (only raised where that module is loaded: a failure loads nothing)"""
+    render = sys.modules.get("vizexport.graphs.render")
+    return render is not None and isinstance(e, render.DotMissing)
+
+
 # What a failure no check foresaw ends in. The readers type every field they keep and word what a file can get
 # wrong (InputError), so this is vizexport's fault, never the file's: tools/fuzz.py fails any case that prints it.
 BUG = "an error vizexport did not anticipate: a bug, please report it; --debug shows where"
@@ -552,7 +595,7 @@ BUG = "an error vizexport did not anticipate: a bug, please report it; --debug s
 
 COMMAND = {"convert": cmd_convert, "info": cmd_info, "top": cmd_top, "show": cmd_show, "report": cmd_report,
            "diff": cmd_diff, "demo": cmd_demo, "open": cmd_open,
-           "history": history.run}
+           "history": lambda args, ex: _history().run(args, ex)}
 EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_PIPE = 130, 143, 141
 
 
@@ -624,7 +667,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] not in COMMANDS and argv[0] not in ("-h", "--help", "--version"):
         argv.insert(0, "convert")
-    args = parser().parse_args(argv)
+    args = parser(argv[0] if argv and argv[0] in COMMANDS else None).parse_args(argv)
     handlers = _on_stop(None)
     ex = ForkExecutor()  # the command's one executor: every part of it that forks, forks through this
     try:

@@ -9,7 +9,8 @@
 A writer (writers.py) names the parts it reads; the command derives them and hands the Run to the writer. The Run
 belongs to the command layer: it wires the readers (tinygrad, sqtt) to the model, the analyses and the writers'
 inputs, and nothing below it knows it. Options are small frozen dataclasses, one per concern. Its `executor`
-(forks: SERIAL unless the command made a ForkExecutor) is handed down to whatever spreads work over processes.
+(forks: SERIAL unless the command made a ForkExecutor) is handed down to whatever spreads work over processes. A
+part imports what derives it when it is first asked for: `top` loads no SQTT decoder, replay, report or diff.
 """
 from __future__ import annotations
 
@@ -18,11 +19,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .analysis import KernelTable, kernel_table
-from .analysis.diff import Diff, Verdicts, diff_runs
-from .analysis.report import Report, build_report
 from .analysis.stats import ALPHA, MIN_EFFECT
 from .errors import InputError
 from .forks import SERIAL, Executor
@@ -30,14 +29,16 @@ from .gcpause import gc_paused
 from .graphs import StepOptions
 from .launchtable import LaunchTable
 from .records import Listing, Profile, RewriteLog, StepGraphs
-from .sqtt import Launch, launch_counters, launch_figures, load_launches
-from .sqtt.listings import program_listings
 from .summary import Summary, summarize
 from .timeline import Timeline
 from .tinygrad import load_any
-from .tinygrad.replay import step_graphs
 from .tinygrad.timeline import ALL_STAGES, CALLSTACKS, GRAPH_FLOWS, HOST_SPANS, MARKERS, build_timeline
 from .windows import WINDOW_EVENTS
+
+if TYPE_CHECKING:
+    from .analysis.diff import Diff
+    from .analysis.report import Report
+    from .sqtt import Launch
 
 TOP_STAGES = frozenset()  # the kernel table reads device tracks only (and markers, for --between)
 DIFF_STAGES = ALL_STAGES - {CALLSTACKS, GRAPH_FLOWS}  # the diff reads every track's times (a run's span), and markers
@@ -195,6 +196,7 @@ class Run:
     def launches(self) -> list[Launch]:
         """The profile's AMD SQTT/PMC captures grouped per kernel launch and decoded (once: the timeline, the summary
         and the listings share them)."""
+        from .sqtt import load_launches
         prof = self.profile
         return load_launches(prof) if prof is not None and prof.captures else []
 
@@ -227,6 +229,7 @@ class Run:
     def summary_of(self, x: Profile | RewriteLog) -> Summary:
         """The figures of a profile (SQTT/PMC launches decoded unless this run decoded them already) or of a
         rewrites trace, made once each."""
+        from .sqtt import launch_counters, launch_figures, load_launches
         if id(x) not in self._summaries:
             if isinstance(x, RewriteLog) or not x.captures:
                 self._summaries[id(x)] = summarize(x)
@@ -239,22 +242,26 @@ class Run:
     @cached_property
     def step_graphs(self) -> StepGraphs | None:
         """The rewrites trace's step graphs, replayed on demand; None without one."""
+        from .tinygrad.replay import step_graphs
         return step_graphs(self.rewrites) if self.rewrites is not None else None
 
     @cached_property
     def listings(self) -> list[Listing]:
         """The profile's AMD programs' machine code, with the decoded launches' cycles."""
+        from .sqtt.listings import program_listings
         return program_listings(self.profile, self.launches) if self.profile is not None else []
 
     @cached_property
     def report(self) -> Report:
         """Where the time went (analysis.report)."""
+        from .analysis.report import build_report
         a = self.answers
         return build_report(self.timeline, self.need_profile(), a.peak_gflops, a.peak_gbs)
 
     @cached_property
     def diff(self) -> Diff | None:
         """What changed from the baseline run to this one (analysis.diff), None without a baseline."""
+        from .analysis.diff import Verdicts, diff_runs
         base = self.baseline
         if base is None:
             return None

@@ -5,7 +5,8 @@ and which parts of the Run it reads. The command classifies its output once (`cl
 export), derives what the writer reads and lets it write.
 
 To add an output format: a Writer subclass here, listed in WRITERS (a trace format: a perfetto.TraceWriter, listed in
-perfetto.WRITERS, comes in through `Trace`).
+perfetto.WRITERS, comes in through `Trace`). A writer imports what it writes with when it writes (the site, Graphviz,
+jinja2, the report's renderers): a command loads only its own writer's modules (`top` is mostly its load).
 """
 from __future__ import annotations
 
@@ -15,28 +16,23 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .analysis import tables
 from .analysis.top import launches_note
 from .errors import InputError
 from .gcpause import gc_paused
-from .graphs import render_rewrites, show
-from .graphs.show import context_view, rewrite_view
-from .info import as_json, as_text
 from .output import Progress, atomic_folder, write_atomic
 from .perfetto import GZ, TraceWriter, write_file, write_trace
 from .perfetto import WRITERS as TRACE_WRITERS
 from .perfetto.split import SplitOptions, write_split
 from .progress import PERCENT, Phase
 from .records import RewriteLog
-from .report import answer_html, answer_json, answer_markdown, diff_text, report_text
-from .report.diff_sections import verdict_counts
-from .report.run_sections import headline
 from .run import Run
-from .site import TRACE as SITE_TRACE
-from .site import Pages, SiteOptions, build_site
 from .text import json_text, lines, shown
+
+if TYPE_CHECKING:
+    from .site import Pages, SiteOptions
 
 STDOUT, FILE, FOLDER = "stdout", "file", "folder"
 TEXT = "text"  # the stdout format of a command without --json / --csv
@@ -138,12 +134,14 @@ class _Folder(Writer):
 
 
 def site_options(run: Run, rewrites_dir: str = "rewrites") -> SiteOptions:
+    from .site import SiteOptions
     events = run.trace.window_events
     return SiteOptions(run.steps.max_nodes, run.steps.jobs, rewrites_dir, sys.maxsize if events is None else events)
 
 
 def site_pages(run: Run) -> Pages:
     """What the site shows of a run with a profile (Site.reads)."""
+    from .site import Pages
     return Pages(run.summary, run.step_graphs, run.timeline, run.listings, run.report, run.diff)
 
 
@@ -156,6 +154,7 @@ class Site(_Folder):
         return run.profile is not None
 
     def write(self, run: Run, target: Target, progress: Progress | None = None) -> str:
+        from .site import build_site
         assert target.path is not None
         ex = run.executor
         with atomic_folder(target.path) as tmp, ex.stopping_on_error():  # its workers stop before the folder goes
@@ -172,6 +171,8 @@ class StepSvgs(_Folder):
         return run.profile is None
 
     def write(self, run: Run, target: Target, progress: Progress | None = None) -> str:
+        from .graphs import render_rewrites
+        from .site import Pages, build_site
         assert target.path is not None and run.step_graphs is not None
         ex = run.executor
         with atomic_folder(target.path) as tmp, ex.stopping_on_error():  # its workers stop before the folder goes
@@ -183,16 +184,20 @@ class StepSvgs(_Folder):
 # --- report and diff ----------------------------------------------------------------------------------------------
 class Answer(Writer):
     """The run report (`vizexport report`) or the diff (`vizexport diff`) as a file: each format's writer renders
-    the record it reads."""
+    the record it reads (`render`: the name of its renderer in vizexport.report)."""
 
-    def __init__(self, command: str, suffix: str, render: Callable[[Any], str]) -> None:
+    def __init__(self, command: str, suffix: str, render: str) -> None:
         self.command, self.suffixes, self.render = command, (suffix,), render
         self.reads = (command,)  # the Run's `report` or `diff`
 
     def write(self, run: Run, target: Target, progress: Progress | None = None) -> str:
+        from . import report
+        from .report.diff_sections import verdict_counts
+        from .report.run_sections import headline
         assert target.path is not None
         x = getattr(run, self.command)
-        write_atomic(target.path, self.render(x).encode())
+        render: Callable[[Any], str] = getattr(report, self.render)
+        write_atomic(target.path, render(x).encode())
         return lines(f"wrote {target.name}: {headline(x) if self.command == 'report' else verdict_counts(x)}\n")
 
 
@@ -200,6 +205,7 @@ class ReportText(Writer):
     command, kind, reads = "report", STDOUT, ("report",)
 
     def write(self, run: Run, target: Target, progress: Progress | None = None) -> str:
+        from .report import report_text
         return report_text(run.report)
 
 
@@ -207,6 +213,7 @@ class DiffText(Writer):
     command, kind, reads = "diff", STDOUT, ("diff",)
 
     def write(self, run: Run, target: Target, progress: Progress | None = None) -> str:
+        from .report import diff_text
         return diff_text(run.diff)
 
 
@@ -244,6 +251,7 @@ class Info(Writer):
         self.fmt = fmt
 
     def write(self, run: Run, target: Target, progress: Progress | None = None) -> str:
+        from .info import as_json, as_text
         return (as_json(run.summaries) if self.fmt == "json" else "\n".join(map(as_text, run.summaries))) + "\n"
 
 
@@ -256,6 +264,8 @@ class Show(Writer):
         self.fmt = fmt
 
     def write(self, run: Run, target: Target, progress: Progress | None = None) -> str:
+        from .graphs import show
+        from .graphs.show import context_view, rewrite_view
         log = run.loaded[0]
         if not isinstance(log, RewriteLog):
             raise InputError(f"{run.inputs[0]}: a profile, not a rewrites trace (show needs rewrites.pkl)")
@@ -281,6 +291,9 @@ class Demo(Writer):
     reads = ("timeline", "summaries", "step_graphs", "listings", "report")
 
     def write(self, run: Run, target: Target, progress: Progress | None = None) -> str:
+        from .info import as_json, as_text
+        from .site import TRACE as SITE_TRACE
+        from .site import build_site
         out = target.path
         assert out is not None
         info = "\n".join(map(as_text, run.summaries)) + "\n"
@@ -296,7 +309,7 @@ class Demo(Writer):
 WRITERS: tuple[Writer, ...] = (
     *(Trace(w) for w in TRACE_WRITERS), Site(), StepSvgs(),
     *(Answer(c, suffix, render) for c in ("report", "diff")
-      for suffix, render in ((".html", answer_html), (".json", answer_json), (".md", answer_markdown))),
+      for suffix, render in ((".html", "answer_html"), (".json", "answer_json"), (".md", "answer_markdown"))),
     ReportText(), DiffText(), Top(TEXT), Top("json"), Top("csv"), Info(TEXT), Info("json"), Show(TEXT), Show("json"),
     Demo(),
 )

@@ -38,31 +38,17 @@ from .manifest import (
     short_path,
     write_manifest,
 )
+from .options import POLICIES, StepOptions
 from .render import captioned, check_dot, render_batch, use_builtin_metrics
 
+DEFAULTS = StepOptions()
 STEP_LIMIT = 50  # rewrites with at most this many matches get every step by default
-POLICIES = ("default", "ends", "all")
 BATCH_NODES = 1200  # graphs are laid out several to one dot process, up to this many nodes in all
 BATCH_SIZE = 32
 # names the export's folder has for its own files, and a site built in the same folder (rewrites alone) for its
 # own: a context's folder never takes one (tests/test_outputs.py checks the site's against this list)
 TAKEN = ("manifest.json", STAMP, "index.html", "static", "ctx", "kernel", "packs", "rewrites", "info.json",
          "report.html", "diff.html", "trace.pftrace", "trace.windows", "trace.json.gz")
-
-
-@dataclass(frozen=True)
-class StepOptions:
-    """Which rewrite steps are drawn and how: `ctx` / `rewrite` select contexts and rewrites by name (re.search;
-    `vizexport show` also takes an index), `steps` is one of POLICIES, graphs above `max_nodes` show the neighbourhood
-    of the change (the site's step viewer too), `jobs` processes (None: the CPUs), `timeout` seconds Graphviz may spend
-    on one graph."""
-
-    ctx: str | None = None
-    rewrite: str | None = None
-    steps: str = "default"
-    max_nodes: int = 400
-    jobs: int | None = None
-    timeout: float = 30.0
 
 
 @dataclass(frozen=True)
@@ -86,7 +72,7 @@ class Task:
         return sum(self.costs)
 
 
-def render_rewrites(graphs: StepGraphs, outdir: Path | str, options: StepOptions = StepOptions(),
+def render_rewrites(graphs: StepGraphs, outdir: Path | str, options: StepOptions = DEFAULTS,
                     progress: Progress | None = None, executor: Executor = SERIAL) -> Manifest:
     """Render the steps of a rewrites trace as SVGs under `outdir`; return the manifest (also written to
     outdir/manifest.json).

@@ -8,7 +8,8 @@ Under a device root: its own queue track, `<root> Graph`, engines (`<root>:SDMA:
 
 A build may be partial (`stages`): the device queue, copy-engine and `<root> Graph` tracks are always there, each stage
 adds its part. Every trace and the site show the full build (ALL_STAGES); an analysis asks only for what it reads
-(`vizexport top`: no stage, or MARKERS for --between), and what it reads is the same as in the full build.
+(`vizexport top`: no stage, or MARKERS for --between: the device slices' times, names and launch table, without the
+args they show), and what it reads is the same as in the full build.
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from functools import cached_property, partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -28,7 +29,6 @@ from ..limits import TEXT_CAP, capped
 from ..pma import add_pma_tracks
 from ..programs import ProgramIndex
 from ..records import Alloc, Exec, Marker, Profile, RewriteLog, Span, SpanTable
-from ..sqtt import Launch, add_sqtt_tracks, load_launches, pmc_span_args
 from ..timeline import (
     ARG_BYTES,
     ARG_GBS,
@@ -48,17 +48,24 @@ from .categories import category
 from .estimates import LaunchEstimates, LaunchFigures, rate_args
 from .launches import LAUNCHES, ExecArgs, LaunchLinks, Placed, add_launches, link_launches
 
+if TYPE_CHECKING:
+    from ..sqtt import Launch
+
 FORK_SPANS = 300_000  # spans from which host spans are prepared in a forked process (below, forking costs more)
 # the stages of a build (see the module's docstring)
 HOST_SPANS = "host spans"  # the host roots' tracks (TINY, USER, GC): Python-side spans
 CALLSTACKS = "callstacks"  # every slice's Python callstack
+SLICE_ARGS = "slice args"  # what device slices show beside their names and times: callstack text, metadata, program
+#                            key, estimated rates, copy bytes (the launch table holds the figures analyses read)
 LAUNCH_LINKS = "launches"  # the host's `Launches` track: each exec event, its flows to the device work it started, the
-#                            launch latency and the exec's arguments (buffers, variables) on that work's slices
+#                            launch latency and the exec's arguments (buffers, variables) on that work's slices (on a
+#                            launch outside a JIT graph: with SLICE_ARGS)
 GRAPH_FLOWS = "graph flows"  # JIT graph dependencies between entries
 MEMORY = "memory"  # `<device> Memory` counters and `<device> Buffers` lifetimes
-CAPTURES = "captures"  # decoded AMD SQTT/PMC launches and PMA captures: their tracks and the PMC args of kernel slices
+CAPTURES = "captures"  # decoded AMD SQTT/PMC launches and PMA captures: their tracks and (with SLICE_ARGS) the PMC
+#                        args of kernel slices
 MARKERS = "markers"
-ALL_STAGES = frozenset({HOST_SPANS, CALLSTACKS, LAUNCH_LINKS, GRAPH_FLOWS, MEMORY, CAPTURES, MARKERS})
+ALL_STAGES = frozenset({HOST_SPANS, CALLSTACKS, SLICE_ARGS, LAUNCH_LINKS, GRAPH_FLOWS, MEMORY, CAPTURES, MARKERS})
 
 
 def _nested(st: np.ndarray, en: np.ndarray) -> bool:
@@ -103,6 +110,7 @@ def build_timeline(prof: Profile, rewrites: RewriteLog | None = None, launches: 
     if CAPTURES not in stages:
         launches = []
     elif launches is None:
+        from ..sqtt import load_launches  # the SQTT decoder (and ELF reader) only for a profile with captures
         launches = load_launches(prof) if prof.captures else []
     return _Builder(prof, rewrites, launches, stages, executor).build()
 
@@ -279,9 +287,13 @@ class _Builder:
         self.lifetimes = lifetimes(self.p) if self.memory else {}
         if not host:
             spans_by_dev = {d: idx for d, idx in spans_by_dev.items() if d not in HOST}
-        execs = self._execs = self._execs_by_device()
+        # exec events give launches their variables (for estimates) and their arguments (launch links)
+        linked = self.est is not None or LAUNCH_LINKS in self.stages
+        execs = self._execs = self._execs_by_device() if linked else {}
         launches = self.launches  # AMD SQTT/PMC captures per kernel launch
-        self.pmc = pmc_span_args(self.p, launches) if launches else {}
+        if launches and SLICE_ARGS in self.stages:
+            from ..sqtt import pmc_span_args
+            self.pmc = pmc_span_args(self.p, launches)
         columns |= {d: self._device_columns(d, idx, execs.get(d)) for d, idx in spans_by_dev.items() if d not in HOST}
         return (columns | biggest()) if host else columns, spans_by_dev
 
@@ -304,6 +316,7 @@ class _Builder:
                 self._buffers(group, d)
         mine = [la for la in self.launches if device_root(la.device) == root]
         if mine:
+            from ..sqtt import add_sqtt_tracks
             add_sqtt_tracks(self.tl, group, self.p, mine)
         if CAPTURES in self.stages and any(c.kind == "pma" and device_root(c.device) == root
                                            for c in self.p.captures):
@@ -372,37 +385,40 @@ class _Builder:
                              _Launches(keys, figures))
 
     def _device_name_args(self, s: Span, execs: list | None) -> tuple[str, dict, LaunchFigures | None]:
-        """A device span's name as shown, its args, and its estimated figures (None without)."""
-        k, args = s.key, dict(_key_args(s.key, self.parts)[1])
-        dur = (s.en or s.st) - s.st
+        """A device span's name as shown, its args (SLICE_ARGS; else none), and its estimated figures (None
+        without)."""
+        k = s.key
         ctx = self.est.lookup(s.profile_key, k.name) if self.est is not None else None
+        if SLICE_ARGS not in self.stages:  # what analyses read: the name and the figures
+            if ctx is None:
+                return k.name, {}, None
+            return ctx.key.name, {}, self._figures(s, ctx, self._exec_for(execs, s.st))
+        args, dur = dict(_key_args(k, self.parts)[1]), (s.en or s.st) - s.st
         if ctx is None and is_copy(s):  # a range linked to a kernel is one (0.11 flags every CPU range a copy)
             if isinstance(k.ret, int):
                 args[ARG_BYTES] = k.ret
                 if dur > 0:
                     args[ARG_GBS] = round(k.ret / dur, 3)
             return k.name, args, None
-        name = k.name
-        # the launch's variables: its exec event's, or for a JIT graph entry the batch's (as tinygrad's viewer does)
         ex = self._exec_for(execs, s.st)
-        var_vals: dict | None = {}
-        if ex is not None:
-            key, e = ex
-            var_vals = e.var_vals
-            if s.graph < 0 and LAUNCH_LINKS in self.stages:
-                args.update(self.exec_args(key, e))
-        figures = None
-        if ctx is not None:
-            name = ctx.key.name
-            if self.est.exec_by_name:  # 0.12: only an exec event of this kernel gives it variables
-                named = self._exec_for(self._named_execs(s.device, name), s.st)
-                var_vals = named[1].var_vals if named is not None else None
-            if var_vals is not None and dur > 0:
-                figures = self.est.figures(ctx, var_vals)
-                args.update(rate_args(figures, dur))
+        if ex is not None and s.graph < 0 and LAUNCH_LINKS in self.stages:
+            args.update(self.exec_args(*ex))
+        figures = self._figures(s, ctx, ex) if ctx is not None else None
+        if figures is not None:
+            args.update(rate_args(figures, dur))
         if s.profile_key is not None:
             args[ARG_PROGRAM] = s.profile_key.hex()
-        return name, args, figures
+        return k.name if ctx is None else ctx.key.name, args, figures
+
+    def _figures(self, s: Span, ctx: Any, ex: tuple[Any, Exec] | None) -> LaunchFigures | None:
+        """A kernel launch's estimated figures with its variables, None where it has no duration or no variables:
+        those of its exec event `ex`, or for a JIT graph entry the batch's (as tinygrad's viewer does)."""
+        assert self.est is not None
+        var_vals: dict | None = ex[1].var_vals if ex is not None else {}
+        if self.est.exec_by_name:  # 0.12: only an exec event of this kernel gives it variables
+            named = self._exec_for(self._named_execs(s.device, ctx.key.name), s.st)
+            var_vals = named[1].var_vals if named is not None else None
+        return self.est.figures(ctx, var_vals) if var_vals is not None and (s.en or s.st) > s.st else None
 
     # --- kernel launches: exec points and buffers ----------------------------------------------------------------
     def _execs_by_device(self) -> dict[str, list]:
