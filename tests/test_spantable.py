@@ -68,3 +68,18 @@ def test_sample_spans_as_columns():
     assert int((t.graph >= 0).sum()) == 15 == sum(len(g.entries) for g in p.graphs)
     assert all(t.graph[i] == n for n, g in enumerate(p.graphs) for i in g.entries)
     assert t.st.dtype == np.int64 and (t.en >= t.st).all() and t.ended.all()
+
+
+def test_read_without_host_spans():
+    """`top` of device launches reads no host range: the device spans are the same rows, graph batches index them,
+    and a timeline that would show host spans is refused rather than drawn without them."""
+    from vizexport.tinygrad.profile import load_profile
+    from vizexport.tinygrad.timeline import ALL_STAGES, build_timeline
+    full, device = load_profile(SAMPLE), load_profile(SAMPLE, host=False)
+    assert not device.host_spans and len(device.spans) == 24 and device.n_events == full.n_events == 643
+    kept = full.spans.where_device(lambda d: d not in ("TINY", "USER", "GC"))
+    assert list(device.spans) == full.spans.rows(kept)
+    assert [device.spans.rows(g.entries) for g in device.graphs] == [full.spans.rows(g.entries) for g in full.graphs]
+    assert device.points == full.points and device.release == full.release
+    with pytest.raises(ValueError, match="without its host spans"):
+        build_timeline(device, stages=ALL_STAGES)

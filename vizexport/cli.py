@@ -479,7 +479,7 @@ def use_color() -> bool:
 
 
 def cmd_top(args: argparse.Namespace, ex: Executor) -> int:
-    run = Run(tuple(args.inputs), load=LoadOptions(args.tinygrad_version),
+    run = Run(tuple(args.inputs), load=LoadOptions(args.tinygrad_version, host_spans=args.host),
               answers=AnswerOptions(between=tuple(args.between) if args.between else None, device=args.device,
                                     by=args.by, host=args.host),
               view=ViewOptions(args.n, use_color(), args.wide), executor=ex)

@@ -333,6 +333,7 @@ class Profile:
     captures: list[Capture] = field(default_factory=list)
     unknown: dict[str, int] = field(default_factory=dict)  # classes we do not read, with counts
     untimed_why: dict[str, str] = field(default_factory=dict)  # root device → why its device may time no launch
+    host_spans: bool = True  # False: read without the host's ranges (TINY, USER, GC), for device work only
 
     def memory(self) -> dict[str, tuple[list[int], list[int]]]:
         """Per device with allocations or frees: (times, live buffer bytes after each), in time order. An alloc adds

@@ -47,6 +47,7 @@ DIFF_STAGES = ALL_STAGES - {CALLSTACKS, GRAPH_FLOWS}  # the diff reads every tra
 @dataclass(frozen=True)
 class LoadOptions:
     version: str | None = None  # read the pickles as written by this tinygrad release (None: detected)
+    host_spans: bool = True  # False: a profile's host ranges are not read (`top` of device launches)
 
 
 @dataclass(frozen=True)
@@ -112,7 +113,8 @@ class Run:
         if self.named:
             return [x for x in (self.profile, self.rewrites) if x is not None]
         with gc_paused():  # millions of acyclic objects: see gcpause
-            return [load_any(p, self.load.version, self.executor) for p in self.inputs if p is not None]
+            return [load_any(p, self.load.version, self.executor, self.load.host_spans) for p in self.inputs
+                    if p is not None]
 
     @cached_property
     def _pair(self) -> tuple[Profile | None, RewriteLog | None]:
@@ -153,7 +155,7 @@ class Run:
         if path is None:
             return None
         with gc_paused():
-            x = load_any(path, self.load.version, self.executor)
+            x = load_any(path, self.load.version, self.executor, self.load.host_spans)
         if not isinstance(x, kind):
             raise InputError(f"{path}: {wrong}")
         return x

@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .. import pickles
+from ..devices import HOST
 from ..forks import SERIAL, Executor
 from ..gcpause import gc_paused
 from ..pickles import InputError, StandInType, Stub, brief, class_name, qualname, streaming
@@ -53,16 +54,18 @@ EMPTY = Release("unknown", "ambiguous", "empty profile: nothing to tell the rele
 STREAM_MIN_BYTES = 256 << 20  # profiles this big are read batch by batch (pickles.streaming): memory stays bounded
 
 
-def load_profile(path: str | Path, tinygrad_version: str | None = None, executor: Executor = SERIAL) -> Profile:
+def load_profile(path: str | Path, tinygrad_version: str | None = None, executor: Executor = SERIAL,
+                 host: bool = True) -> Profile:
     """Read a tinygrad profile.pkl safely (nothing in it is executed) into version-neutral records; a big one is
-    read in `executor`'s workers too (pickles.streaming)."""
+    read in `executor`'s workers too (pickles.streaming). `host`: False leaves out the host's ranges (TINY, USER,
+    GC: most of a profile's events) for what reads device work only."""
     with gc_paused():
-        prof = stream_profile(path, tinygrad_version, executor=executor)
-        return prof if prof is not None else profile_from(*pickles.load(path), str(path), tinygrad_version)
+        prof = stream_profile(path, tinygrad_version, executor=executor, host=host)
+        return prof if prof is not None else profile_from(*pickles.load(path), str(path), tinygrad_version, host)
 
 
 def stream_profile(path: str | Path, tinygrad_version: str | None = None, min_bytes: int | None = None,
-                   executor: Executor = SERIAL) -> Profile | None:
+                   executor: Executor = SERIAL, host: bool = True) -> Profile | None:
     """The profile in a big file, read while it is unpickled; None if the file is small or not streamable (the
     caller then loads it whole, which also gives the usual errors)."""
     try:
@@ -70,7 +73,7 @@ def stream_profile(path: str | Path, tinygrad_version: str | None = None, min_by
             return None
     except OSError:
         return None
-    reader = _EventReader(str(path))
+    reader = _EventReader(str(path), host=host)
 
     def consume(items: list) -> None:
         if reader.n == 0 and is_rewrites(items):
@@ -78,7 +81,7 @@ def stream_profile(path: str | Path, tinygrad_version: str | None = None, min_by
         reader.feed(items)
 
     try:
-        classes, part = streaming.stream(path, consume, tail=partial(_EventReader, str(path), tail=True),
+        classes, part = streaming.stream(path, consume, tail=partial(_EventReader, str(path), tail=True, host=host),
                                          min_front=LEAF_EVENTS,  # the front has the events the release is told by
                                          executor=executor)
         if part is not None:
@@ -97,12 +100,13 @@ def _layout_error(path: str, e: Exception) -> InputError:
     return InputError(f"{path}: unexpected event layout ({type(e).__name__}: {e}); unknown tinygrad release?")
 
 
-def profile_from(obj: Any, classes: set[str], path: str, tinygrad_version: str | None = None) -> Profile:
+def profile_from(obj: Any, classes: set[str], path: str, tinygrad_version: str | None = None, host: bool = True
+                 ) -> Profile:
     """The profile records of an already (safely) unpickled object."""
     if not isinstance(obj, list) or is_rewrites(obj):
         kind = "a rewrites trace" if is_rewrites(obj) else f"a {type(obj).__name__}"
         raise InputError(f"{path}: not a tinygrad profile ({kind}; a profile.pkl holds a list of events)")
-    reader = _EventReader(path)
+    reader = _EventReader(path, host=host)
     try:
         reader.feed(obj)
     except InputError as e:  # a field the reader refuses, named
@@ -231,8 +235,9 @@ class _EventReader:
     offsets, which may come last; the release, which decides alloc sizes) is applied by `finish`.
     """
 
-    def __init__(self, path: str, tail: bool = False) -> None:
-        self.prof = Profile(path, EMPTY, 0)
+    def __init__(self, path: str, tail: bool = False, host: bool = True) -> None:
+        self.prof = Profile(path, EMPTY, 0, host_spans=host)
+        self.host = host  # read the host's ranges (TINY, USER, GC)
         self.n = 0
         # per class (qualified name), the field names of its first instance, and of the first graph entry of a first
         # ProfileGraphEvent: for release detection
@@ -384,14 +389,17 @@ class _EventReader:
             return
         ds = [e.__dict__ for e in self.ranges]
         self.ranges.clear()
+        devices = list(map(itemgetter("device"), ds))
+        if not set(map(type, devices)) <= _TEXT:  # checked a column at a time: the usual case costs one C loop
+            devices = list(map(text, devices))
+        if not self.host:
+            ds, devices = _off_host(ds, devices)
         names = list(map(itemgetter("name"), ds))
         get_key, get_id = self.keys.get, self.ids.get
         keys = [get_key(n) if type(n) is str else get_id(id(n)) for n in names]
         if not all(keys):  # a name seen for the first time (a Key is always true)
             keys = [k or self.key(n) for k, n in zip(keys, names, strict=True)]
-        devices, profile_keys = list(map(itemgetter("device"), ds)), list(map(dict.get, ds, repeat("profile_key")))
-        if not set(map(type, devices)) <= _TEXT:  # checked a column at a time: the usual case costs one C loop
-            devices = list(map(text, devices))
+        profile_keys = list(map(dict.get, ds, repeat("profile_key")))
         if not set(map(type, profile_keys)) <= _KEY:
             profile_keys = [k if type(k) is bytes else None for k in profile_keys]
         self.unparsed.append(_Ranges(devices, keys, list(map(itemgetter("st"), ds)),
@@ -628,6 +636,12 @@ _DTYPES = {"device": np.int32, "key": np.int32, "st": np.int64, "en": np.int64, 
 
 
 # ---- fields as the records type them (a corrupt or hostile pickle can put anything anywhere) ----
+
+def _off_host(ds: list[dict], devices: list[str]) -> tuple[list[dict], list[str]]:
+    """The ranges (fields, device strings) not on a host device."""
+    kept = [i for i, d in enumerate(devices) if d not in HOST]
+    return [ds[i] for i in kept], [devices[i] for i in kept]
+
 
 def _record(x: Any, field: str) -> dict:
     """The fields of a tinygrad record held in `field`; InputError naming the field for anything else."""

@@ -107,6 +107,8 @@ def build_timeline(prof: Profile, rewrites: RewriteLog | None = None, launches: 
     unknown = stages - ALL_STAGES
     if unknown:
         raise ValueError(f"no timeline stage {', '.join(sorted(unknown))} (stages: {', '.join(sorted(ALL_STAGES))})")
+    if HOST_SPANS in stages and not prof.host_spans:
+        raise ValueError("the profile was read without its host spans (load_profile(host=False))")
     if CAPTURES not in stages:
         launches = []
     elif launches is None:
