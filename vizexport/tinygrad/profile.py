@@ -424,7 +424,7 @@ class _EventReader:
         joined = lambda f: list(chain.from_iterable(getattr(g, f) for g in groups))  # noqa: E731
         self.columns.add(_SpanBatch(joined("devices"), joined("keys"), list(parsed_st), list(parsed_en),
                                     joined("profile_keys"), joined("copies"),
-                                    list(chain.from_iterable(repeat(g.graph, len(g.keys)) for g in groups))))
+                                    np.repeat([g.graph for g in groups], [len(g.keys) for g in groups])))
 
     def point(self, e: Any) -> None:
         d = e.__dict__
@@ -571,7 +571,7 @@ class _SpanBatch(NamedTuple):
     ens: list[int | None]
     profile_keys: list[bytes | None]
     copies: list[bool]
-    graph: list[int]
+    graph: np.ndarray  # each span's graph batch (-1: none)
 
 
 _JOIN = 256  # batches of spans joined into one column chunk (a few MB)
@@ -595,7 +595,7 @@ class _SpanColumns:
         self.batches.append({
             "device": self.devices(b.devices), "key": self.keys(b.keys), "st": np.fromiter(sts, np.int64, n),
             "en": np.fromiter(ens, np.int64, n), "ended": ended, "profile_key": self.profile_keys(b.profile_keys),
-            "graph": np.fromiter(b.graph, np.int32, n), "is_copy": np.fromiter(b.copies, bool, n)})
+            "graph": b.graph.astype(np.int32), "is_copy": np.fromiter(b.copies, bool, n)})
         if len(self.batches) - self.joined >= _JOIN:
             self._join()
 
