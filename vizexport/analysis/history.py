@@ -4,19 +4,26 @@ Launches within one run share the run's conditions (the machine's load, its cloc
 they are not independent evidence about another run; runs are. Each launch is taken as its log deviation from the
 earlier runs' typical value — launch by launch where every run launches the kernel alike (the same count, programs
 in the same order: a cold first launch against first launches), else against the median of all their launches — and
-each run's level is the median of its deviations, less the run-wide shift (the median level over the run's
-kernels: a busier machine moves all alike). Two tests must both reject, and the larger p-value counts:
+each run's level is the median of its deviations. The run-wide shift (a busier machine moves all kernels alike) is
+told for each kernel by the other kernels only (the median of their levels: a kernel's own change would move a
+shift it is part of), with its uncertainty (how far those others scatter in the run: four kernels that disagree tell
+a poor shift). Two tests must both reject, and the larger p-value counts:
 - runs: the new level against the N earlier levels, Student's t for one new observation (the spread between runs is
-  the noise, its uncertainty counted), which also gives the interval of the change;
+  the noise, its uncertainty counted), which also gives the interval of the change; the levels are taken less the
+  shift, its uncertainty in the new run beyond the earlier runs' added to the variance, or as they are, whichever
+  predicts the new level with the smaller variance (from the earlier runs' spread and the shift's uncertainty, not
+  from the kernel's new level): a CPU's 0.5 ms kernel does not follow the shift its short kernels' jitter makes;
 - launches: single launches have heavy tails (a launch preempted on a shared machine takes many times as long), so
-  the chance that three quarters of the new run's launches deviate as far as they do, with each launch deviating
-  as often as the kernel's launches in the earlier runs do (their deviations: an empirical null); a kernel the new
-  run launched once is never slower or faster (one launch is no evidence against that), and is left out of the
-  count of the adjustment below (it cannot reject, whatever its launch: independent filtering).
-The p-values of all kernels are adjusted together (Benjamini–Hochberg); slower or faster also needs the interval
-past no change with the new run's shift kept (analysis.stats.verdict: a run where all other kernels moved does not
-flag the one that stayed), and the median moved by more than one step of the durations (stats.resolution: whole-µs
-timings). A kernel fewer than MIN_RUNS earlier runs launched has too few launches to say anything.
+  the chance that three quarters of the new run's launches deviate as far as they do beyond the shift, with each
+  launch deviating as often as the kernel's launches in the earlier runs do (their deviations: an empirical null);
+  a kernel the new run launched once is never slower or faster (one launch is no evidence against that), and is
+  left out of the count of the adjustment below (it cannot reject, whatever its launch: independent filtering).
+The p-values of all kernels are adjusted together (Benjamini–Hochberg, weighted half evenly and half by the kernels'
+device time in the earlier runs: the weights do not depend on the new run); slower or faster also needs the change
+beyond the shift past Z standard errors of the new run's shift, the interval past no change with the new run's
+shift kept (analysis.stats.verdict: a run where all other kernels moved does not flag the one that stayed), and the
+median moved by more than one step of the durations (stats.resolution: whole-µs timings). A kernel fewer than
+MIN_RUNS earlier runs launched has too few launches to say anything.
 """
 from __future__ import annotations
 
@@ -35,10 +42,11 @@ BY_TIME = 0.5  # the part of the adjustment's weights given by device time (_wei
 MOST = 0.75  # the share of a run's launches a change must move (the launch test)
 BY_LAUNCH, BY_RUN = "runs, launch by launch", "runs"
 METHOD = ("each run one observation per kernel (the median log deviation of its launches from the earlier runs', "
-          "launch by launch where all launch it alike), the run-wide shift set aside; the new run against the "
+          "launch by launch where all launch it alike), the run-wide shift (told by the other kernels, its "
+          "uncertainty counted) set aside where it predicts the kernel better; the new run against the "
           f"earlier runs by Student's t for a new observation (with its {CONFIDENCE:.0%} interval), and against how "
           "often the kernel's single launches deviated that far in the earlier runs; p-values adjusted for the "
-          "number of kernels (Benjamini–Hochberg)")
+          "number of kernels (Benjamini–Hochberg, weighted half by the kernels' device time)")
 
 Launches = tuple[np.ndarray, np.ndarray]  # durations in time order, and which program each is (analysis.diff)
 
@@ -72,7 +80,7 @@ def check_kernels(earlier: list[dict[Hashable, Launches]], new: dict[Hashable, L
         shift = _Shift(*_others(np.delete(table, row, axis=0)))
         out[k] = _change(kernels[k], shift, moved)
         out[k].stands_out = out[k].stands_out and _stands_out(before, launches[0])
-        out[k].weight = weights[row]
+        out[k].weight = float(weights[row])
     adjust(list(out.values()), alpha, min_effect)
     shifts = _run_shifts(table)
     return out, float(np.exp(shifts[-1] - np.median(shifts[:-1]))) if len(shifts) > 1 else 1.0
