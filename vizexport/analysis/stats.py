@@ -72,6 +72,7 @@ class Change:
     stands_out: bool = True  # beyond what kernels move by an amount anyway between runs (diff: RunWide.jitter)
     decides: bool = True  # False: never slower or faster whatever the launches (history: one new launch), so left
     # out of the Benjamini–Hochberg count (independent filtering, Bourgon, Gentleman & Huber 2010), its q 1
+    weight: float = 1.0  # its weight in the adjustment (weighted Benjamini–Hochberg; history: by device time)
 
     @property
     def significant(self) -> bool:
@@ -244,9 +245,12 @@ def verdict(c: Change, q: float | None, alpha: float, min_effect: float) -> str:
 
 def adjust(changes: list[Change], alpha: float = ALPHA, min_effect: float = MIN_EFFECT) -> None:
     """Benjamini–Hochberg over the tested changes of one comparison (false flags controlled over its many kernels):
-    sets each one's q and final verdict. Changes that cannot decide (Change.decides) do not count."""
+    sets each one's q and final verdict. Changes that cannot decide (Change.decides) do not count. Weighted
+    (Change.weight, averaging 1 over the counted changes; all 1: the plain procedure): q from p / weight."""
     tested = [c for c in changes if c.p is not None and c.decides]
-    for c, q in zip(tested, bh(np.array([c.p for c in tested])), strict=True):
+    w = np.array([c.weight for c in tested])
+    w = w * len(w) / w.sum() if len(w) and w.sum() > 0 else w  # weights average 1 over the tested changes
+    for c, q in zip(tested, bh(np.array([c.p for c in tested]) / np.maximum(w, 1e-12)), strict=True):
         c.q = float(q)
     for c in changes:
         if c.p is not None and not c.decides:
