@@ -27,7 +27,7 @@ from .forks import Executor, ForkExecutor
 from .gcpause import gc_paused, keep_all, release
 from .graphs import StepOptions
 from .latest import latest_inputs
-from .limits import GIB, limit_memory, limit_output, memory_budget
+from .limits import GIB, MEMORY_BASE, MEMORY_PER_INPUT_BYTE, limit_memory, limit_output, memory_budget
 from .output import check_folder, clean_stale
 from .perfetto import FORMATS
 from .pickles import brief, is_pickle
@@ -65,8 +65,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     _release(p)
     p.add_argument("--debug", action="store_true", help="show a traceback on errors")
     p.add_argument("--memory-limit", type=float, metavar="GIB", help="cap on data memory in GiB, for the command and "
-                   "its worker processes together (default: 1 GiB + 16 × the inputs' size; input beyond it ends with "
-                   "an error, not with the machine's memory)")
+                   f"its worker processes together (default: {MEMORY_BASE // GIB} GiB + {MEMORY_PER_INPUT_BYTE} × the "
+                   "inputs' size; input beyond it ends with an error, not with the machine's memory)")
     p.add_argument("--output-limit", type=float, metavar="GIB", help="cap on the bytes written, in GiB (default: "
                    "64 MiB or 64 × the inputs' size, whichever is more; 512 × for SVG steps; output beyond it ends "
                    "with an error, not with the machine's disk)")
