@@ -87,11 +87,12 @@ def _heavy(mods: list[str]) -> set[str]:
 
 
 @pytest.mark.parametrize(("module", "expected"), [
-    ("vizexport", {"vizexport", "vizexport._version"}),
-    ("vizexport.timeline", {"vizexport", "vizexport._version", "vizexport.timeline", "vizexport.limits",
-                            "vizexport.errors", "vizexport.text",  # leaves: the name cap (text: surrogates)
+    ("vizexport", {"vizexport", "vizexport._version", "vizexport.lazy"}),
+    ("vizexport.timeline", {"vizexport", "vizexport._version", "vizexport.lazy", "vizexport.timeline",
+                            # leaves: the name cap (text: surrogates)
+                            "vizexport.limits", "vizexport.errors", "vizexport.text",
                             "vizexport.launchtable"}),  # the model's launch table
-    ("vizexport.records", {"vizexport", "vizexport._version", "vizexport.records"}),
+    ("vizexport.records", {"vizexport", "vizexport._version", "vizexport.lazy", "vizexport.records"}),
 ])
 def test_model_imports_alone(module: str, expected: set[str]):
     mods = _loaded(f"import {module}")
@@ -141,8 +142,8 @@ def test_a_command_s_parser_defines_it_alone():
 
 def test_face_loads_a_name_s_module_on_first_use():
     mods = _loaded("import vizexport", "vizexport.Timeline", "from vizexport import InputError")
-    assert _ours(mods) == {"vizexport", "vizexport._version", "vizexport.timeline", "vizexport.errors",
-                           "vizexport.limits", "vizexport.text", "vizexport.launchtable"}
+    assert _ours(mods) == {"vizexport", "vizexport._version", "vizexport.lazy", "vizexport.timeline",
+                           "vizexport.errors", "vizexport.limits", "vizexport.text", "vizexport.launchtable"}
     mods = _loaded("import vizexport", "vizexport.load_profile")
     assert {"vizexport.api", "vizexport.tinygrad", "vizexport.perfetto"} <= _ours(mods)
     mods = _loaded("import vizexport", "vizexport.Run")

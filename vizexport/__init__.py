@@ -10,10 +10,10 @@ The face is lazy (PEP 562): each public name is imported from its module on firs
 """
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ._version import __version__ as __version__  # a leaf: importing it loads nothing else
+from .lazy import attributes
 
 if TYPE_CHECKING:  # the same names, seen by type checkers and IDEs
     from .api import (
@@ -52,13 +52,7 @@ __all__ = ["InputError", "Profile", "Release", "RewriteLog", "Run", "StepGraphs"
            "render_rewrites", "show_rewrites", "step_graphs", "summarize", "write_trace", "write_windows"]
 
 
-def __getattr__(name: str) -> Any:
-    module = _HOME.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value  # later look-ups skip this function
-    return value
+__getattr__ = attributes(__name__, globals(), _HOME)
 
 
 def __dir__() -> list[str]:

@@ -7,9 +7,9 @@ Graphviz.
 """
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ..lazy import attributes
 from .options import StepOptions
 
 if TYPE_CHECKING:
@@ -21,10 +21,4 @@ _HOME = {"render_rewrites": ".export", "DotMissing": ".render"}
 __all__ = ["DotMissing", "StepOptions", "render_rewrites"]
 
 
-def __getattr__(name: str) -> Any:
-    module = _HOME.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value  # later look-ups skip this function
-    return value
+__getattr__ = attributes(__name__, globals(), _HOME)
