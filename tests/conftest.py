@@ -76,12 +76,6 @@ TPQ = ROOT.parent / "shared" / "tools" / "perfetto-check" / "tpq"
 TPQ_HOME = Path.home() / ".cache" / "perfetto-check"
 
 
-# tpq's exit code when its browser did not answer in time. Once in a while a headless Chromium started beside
-# another hangs (these traces load in 4-9 s, and the same call then succeeds): a timeout is tried once more, any
-# other failure is the trace's.
-TPQ_TIMEOUT, TPQ_TRIES = 5, 2
-
-
 def tpq_available() -> bool:
     return TPQ.exists() and Path("/usr/bin/chromium").exists() and (TPQ_HOME / "web_dist" / "index.html").exists()
 
@@ -90,11 +84,8 @@ def tpq(trace: Path, *sql: str) -> list:
     """Run SQL against `trace` in the real Perfetto trace processor (../shared/tools/perfetto-check)."""
     if not tpq_available():
         pytest.skip("perfetto-check is not installed (../shared/tools/perfetto-check/install.sh)")
-    for _ in range(TPQ_TRIES):
-        r = subprocess.run([str(TPQ), "--timeout", "180", str(trace), *sql], capture_output=True, text=True,
-                           timeout=240, check=False)
-        if r.returncode != TPQ_TIMEOUT:
-            break
+    r = subprocess.run([str(TPQ), "--timeout", "180", str(trace), *sql], capture_output=True, text=True, timeout=240,
+                       check=False)
     assert r.returncode == 0, r.stderr
     return [json.loads(line) for line in r.stdout.splitlines()]
 

@@ -177,6 +177,9 @@ def test_what_a_command_read_is_left_out_of_collections_while_it_writes(monkeypa
         return write(self, run, target, progress)
     write = Top.write
     monkeypatch.setattr(Top, "write", spy)
+    # in this process: the command's memory cap (RLIMIT_DATA) would stay on the test worker and every program it
+    # starts later (a headless Chromium under it cannot reserve its WebAssembly memory, and hangs)
+    monkeypatch.setattr(cli, "limit_memory", lambda limit: None)
     assert cli.main(["top", str(SAMPLE / "profile.pkl")]) == 0 and "E_4_4" in capsys.readouterr().out
     (enabled, frozen), = seen
     assert enabled and frozen > 10_000  # the profile's records, the stage, the modules
