@@ -422,7 +422,16 @@ def _exit(results: Any) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: the exit's own clean-up is not cut short again
     warnings.simplefilter("ignore")  # what was cut short may warn (an import): the command has its last line
     results.cancel_join_thread()
+    sys.unraisablehook = _end_now
     raise SystemExit(1)
+
+
+def _end_now(unraisable: Any) -> None:
+    """Where the SIGTERM's SystemExit cannot unwind (it arrived in a callback: an import's module lock, a weakref),
+    the worker ends there, quietly, instead of printing it and running on."""
+    if isinstance(unraisable.exc_value, SystemExit):
+        os._exit(1)
+    sys.__unraisablehook__(unraisable)
 
 
 def _die_with(parent: int | None) -> None:
