@@ -131,7 +131,7 @@ class SpanTable:
             raise IndexError("span row out of range")
         devices, keys, pks = self.devices, self.keys, self.profile_keys
         return [Span(devices[d], keys[k], st, en if ended else None, pks[p], g, c) for d, k, st, en, ended, p, g, c
-                in zip(*(getattr(self, f)[idx].tolist() for f in _SPAN_COLUMNS), strict=True)]
+                in zip(*(getattr(self, f)[idx].tolist() for f in SPAN_COLUMNS), strict=True)]
 
     def batch_extents(self, batches: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
         """Per batch of rows (each non-empty): its first start and its last end (an end of 0 counting as its start)."""
@@ -155,7 +155,7 @@ class SpanTable:
         return {self.devices[c]: parts[c] for c in present}
 
 
-_SPAN_COLUMNS = ("device", "key", "st", "en", "ended", "profile_key", "graph", "is_copy")
+SPAN_COLUMNS = ("device", "key", "st", "en", "ended", "profile_key", "graph", "is_copy")
 
 
 @_pickled_by_fields

@@ -17,6 +17,7 @@ from ..gcpause import gc_paused
 from ..pickles import InputError, StandInType, Stub, brief, class_name, qualname, streaming
 from ..records import (
     INT64,
+    SPAN_COLUMNS,
     Alloc,
     Capture,
     DeviceInfo,
@@ -575,7 +576,6 @@ class _SpanBatch(NamedTuple):
 
 
 _JOIN = 256  # batches of spans joined into one column chunk (a few MB)
-_SPAN_FIELDS = ("device", "key", "st", "en", "ended", "profile_key", "graph", "is_copy")  # records.SpanTable's columns
 
 
 class _SpanColumns:
@@ -603,7 +603,7 @@ class _SpanColumns:
         """The batches since the last join as one: a batch's columns are small (a batch of the pickle's list), and
         small arrays let go only at the end would leave the heap full of holes (resident memory nothing uses)."""
         recent = self.batches[self.joined:]
-        self.batches[self.joined:] = [{f: np.concatenate([b[f] for b in recent]) for f in _SPAN_FIELDS}]
+        self.batches[self.joined:] = [{f: np.concatenate([b[f] for b in recent]) for f in SPAN_COLUMNS}]
         self.joined += 1
 
     def append(self, columns: dict[str, np.ndarray], first: int, graphs: int, devices: list[str], keys: list[Key],
@@ -621,8 +621,8 @@ class _SpanColumns:
         """Every column, joined: its batches are let go a column at a time (a long run's columns fill most of the
         memory a conversion needs)."""
         out = {}
-        for f in _SPAN_FIELDS:
-            out[f] = np.concatenate([b.pop(f) for b in self.batches]) if self.batches else np.zeros(0, _DTYPES[f])
+        for f in SPAN_COLUMNS:
+            out[f] = np.concatenate([b.pop(f) for b in self.batches]) if self.batches else getattr(SpanTable(), f)
         self.batches, self.joined = [], 0
         return out
 
@@ -630,9 +630,6 @@ class _SpanColumns:
         """The spans read, as the profile holds them."""
         return SpanTable(self.devices.values, self.keys.values, self.profile_keys.values, **self.ordered())
 
-
-_DTYPES = {"device": np.int32, "key": np.int32, "st": np.int64, "en": np.int64, "ended": bool, "profile_key": np.int32,
-           "graph": np.int32, "is_copy": bool}
 
 
 # ---- fields as the records type them (a corrupt or hostile pickle can put anything anywhere) ----
