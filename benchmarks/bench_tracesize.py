@@ -4,6 +4,9 @@
    (proto.SPREAD: the layout written before, a sequence per segment and flags on every packet; proto.COMPACT: what
    is written now), one process, one job; then its packets are deflated in compressed_packets chunks as the writer
    cuts them, at each level: bytes/event and seconds per level (best of --repeat).
+   Then, for the decision on timestamps: the COMPACT bytes with each event's timestamp re-encoded as the delta from
+   the packet before it on its sequence (what a sequence-scoped incremental clock would write; not written, since
+   the ClockSnapshot that anchors such a clock makes the Perfetto UI add a System > Clock Snapshots track).
 2. With --baseline DIR (a checkout of the code before, e.g. /work/main), the whole `vizexport PROFILE -o OUT.pftrace`
    (compressed, then --no-compress) runs in fresh processes for this checkout and the baseline, interleaved round by
    round, best of --repeat: seconds and bytes/event side by side.
@@ -26,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from vizexport.api import build_timeline, load_profile  # noqa: E402
 from vizexport.perfetto import proto  # noqa: E402
-from vizexport.perfetto.wire import COMPACT, SPREAD  # noqa: E402
+from vizexport.perfetto.wire import COMPACT, SPREAD, TIMESTAMP_TAG, Trace, TracePacket, field, varint  # noqa: E402
 
 
 def packet_ends(data: bytes) -> np.ndarray:
@@ -47,6 +50,66 @@ def packet_ends(data: bytes) -> np.ndarray:
     return np.array(ends, np.int64)
 
 
+def _varint_at(data: bytes, i: int) -> tuple[int, int]:
+    n = shift = 0
+    while True:
+        c = data[i]
+        i += 1
+        n |= (c & 0x7F) << shift
+        shift += 7
+        if c < 128:
+            return n, i
+
+
+def _fields(packet: bytes) -> list[tuple[int, int, int, int | None]]:
+    """(field number, start, end, varint value or None) of each field of one packet."""
+    out, i = [], 0
+    while i < len(packet):
+        start = i
+        key, i = _varint_at(packet, i)
+        value = None
+        if key & 7 == 0:
+            value, i = _varint_at(packet, i)
+        elif key & 7 == 2:
+            n, i = _varint_at(packet, i)
+            i += n
+        else:
+            i += 8 if key & 7 == 1 else 4
+        out.append((key >> 3, start, i, value))
+    return out
+
+
+def with_delta_timestamps(raw: bytes) -> list[bytes]:
+    """The packets of raw trace bytes, each timestamp made the delta from the one before on its sequence (a packet
+    that sets the sequence's defaults starts it again)."""
+    TP, out, last, at = TracePacket, [], {}, 0
+    for end in packet_ends(raw).tolist():
+        packet = raw[at + 1:end]
+        packet = packet[_varint_at(packet, 0)[1]:]  # past the length
+        at, fields = end, _fields(packet)
+        seq = next((v for f, _, _, v in fields if f == TP.TRUSTED_PACKET_SEQUENCE_ID), 0)
+        if any(f == TP.TRACE_PACKET_DEFAULTS for f, *_ in fields):
+            last.pop(seq, None)
+        body = b""
+        for f, a, b, v in fields:
+            if f == TP.TIMESTAMP and v is not None:
+                body += varint(TIMESTAMP_TAG[0]) + varint((v - last.get(seq, 0)) % (1 << 64))
+                last[seq] = v
+            else:
+                body += packet[a:b]
+        out.append(field(Trace.PACKET, body))
+    return out
+
+
+def delta_row(raw: bytes, n: int) -> None:
+    packets = with_delta_timestamps(raw)
+    data = b"".join(packets)
+    bounds = list(proto.chunks(np.cumsum([len(p) for p in packets])))
+    size = sum(len(zlib.compress(data[a:b], proto.DEFLATE_LEVEL)) + 8 for a, b in bounds)
+    print(f"now, timestamps as deltas (not written; see above): raw {len(data) / n:6.2f} B/event, deflate level "
+          f"{proto.DEFLATE_LEVEL}: {size / n:6.2f} B/event")
+
+
 def levels_table(tl, levels: list[int], repeat: int) -> None:
     n = tl.n_events()
     for name, enc in (("before (SPREAD)", SPREAD), ("now (COMPACT)", COMPACT)):
@@ -65,6 +128,8 @@ def levels_table(tl, levels: list[int], repeat: int) -> None:
                 times.append(time.perf_counter() - t)
             dt = min(times)
             print(f"  deflate level {level}: {size / n:6.2f} B/event  {dt:5.2f} s  ({dt * 1e9 / n:5.0f} ns/event)")
+        if enc is COMPACT:
+            delta_row(raw, n)
 
 
 def _children_cpu() -> float:
