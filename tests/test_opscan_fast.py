@@ -24,7 +24,7 @@ try:
     from vizexport.pickles import _opscan
 except ImportError:  # no compiler at install: only the numpy walk, which test_stream covers
     _opscan = None
-pytestmark = pytest.mark.skipif(_opscan is None, reason="the compiled walk is not built (no compiler at install)")
+needs_c = pytest.mark.skipif(_opscan is None, reason="the compiled walk is not built (no compiler at install)")
 
 SAMPLE = ROOT / "vizexport" / "data" / "sample"
 CASES, SEED = 5000, 36
@@ -35,7 +35,8 @@ INSIDE = (opscan.FRAME, opscan.STOP, 0x80, opscan.MEMOIZE, 0x00, 0xFF)  # FRAME,
 
 @pytest.fixture(autouse=True)
 def _tables():
-    _opscan.set_tables(opscan._LENGTH, opscan._COUNT)  # VIZEXPORT_PURE_PYTHON skips it at import
+    if _opscan is not None:
+        _opscan.set_tables(opscan._LENGTH, opscan._COUNT)  # VIZEXPORT_PURE_PYTHON skips it at import
 
 
 def _c(raw: bytes, cur: np.ndarray, end: np.ndarray) -> list[int] | None:
@@ -63,6 +64,7 @@ def _file_memos(path, blocks: int, fast) -> list:
         os.close(fd)
 
 
+@needs_c
 @pytest.mark.parametrize("path", [SAMPLE / "profile.pkl", SAMPLE / "rewrites.pkl",
                                   *fixture_params("tinygrad/*/*.pkl")])
 def test_both_walks_count_every_real_pickle_alike(path, monkeypatch):
@@ -137,6 +139,7 @@ def _case(rng: random.Random, pieces: list[bytes]) -> tuple[bytes, np.ndarray, n
     return bytes(raw), cur, np.minimum(end, len(raw))
 
 
+@needs_c
 def test_both_walks_agree_on_mutated_frames():
     rng = random.Random(SEED)
     pieces = _pieces(rng)
@@ -155,6 +158,7 @@ def _frame(payload: bytes) -> tuple[bytes, np.ndarray, np.ndarray]:
     return raw, np.array([9], np.int64), np.array([len(raw)], np.int64)
 
 
+@needs_c
 @pytest.mark.parametrize(("payload", "memos"), [
     (b"\x8c\x02ab\x94\x94", [2]),  # SHORT_BINUNICODE, MEMOIZE, and a MEMOIZE alone
     (b"\x8e" + (9 - 9 + 4).to_bytes(8, "little") + b"abcd\x94", [1]),  # BINBYTES8 of 4 bytes
@@ -171,6 +175,7 @@ def test_both_walks_read_crafted_frames_alike(payload, memos):
     assert _c(raw, cur, end) == _numpy(raw, cur, end) == memos
 
 
+@needs_c
 def test_a_count_that_crosses_its_frames_end_reads_the_next_frame():
     """numpy reads the bytes after a frame as they are: a count split by the end is refused all the same."""
     a, cur_a, end_a = _frame(b"N\x8c")  # its count is the next frame's FRAME byte: past its end
@@ -180,6 +185,7 @@ def test_a_count_that_crosses_its_frames_end_reads_the_next_frame():
     assert _c(b, cur_b, end_b) == _numpy(b, cur_b, end_b) == [1]
 
 
+@needs_c
 def test_the_compiled_walk_checks_what_it_is_given():
     raw, cur, end = _frame(b"N")
     out = np.zeros(1, np.int64)
@@ -196,6 +202,7 @@ def test_the_compiled_walk_checks_what_it_is_given():
     assert _opscan.frame_memos(raw, cur, end, out) and out.tolist() == [0]
 
 
+@needs_c
 def test_the_compiled_walk_takes_only_sound_tables():
     """Its tables are opscan's (one source of truth): a table it could not walk safely is refused and the last
     good one kept; its constants are opscan's and pickle's."""
@@ -211,9 +218,10 @@ def test_the_compiled_walk_takes_only_sound_tables():
 
 
 def test_without_the_compiled_walk_numpy_walks(monkeypatch):
-    assert opscan._compiled() is _opscan
+    monkeypatch.delenv("VIZEXPORT_PURE_PYTHON", raising=False)
+    assert opscan._compiled() is _opscan  # None where it was not built
     monkeypatch.setitem(sys.modules, "vizexport.pickles._opscan", None)  # as if no compiler built it
-    monkeypatch.delattr(pickles, "_opscan")
+    monkeypatch.delattr(pickles, "_opscan", raising=False)
     assert opscan._compiled() is None
     monkeypatch.undo()
     monkeypatch.setenv("VIZEXPORT_PURE_PYTHON", "1")
