@@ -4,6 +4,8 @@
   numpy step advances every frame's cursor by one opcode (and the MEMOIZE after it), so the Python loop runs once per
   opcode of the longest frame, not once per opcode of the file. Exact: the same opcode rules as the sequential scan
   in pickles (`_walk`), which the tests compare it with.
+  A compiled walk (`_opscan`, C, built by `pip install` where there is a compiler) gives the same counts one frame
+  after another, faster; without it, or with VIZEXPORT_PURE_PYTHON=1 in the environment, numpy walks.
 - `fetch_candidates`: which memo entries LONG_BINGET may fetch, and the last frame that may, by a byte search. Every
   real LONG_BINGET is found; a 0x6a byte inside other data only adds a candidate, which keeps that entry a little
   longer. So the stream can release entries without a scan of the frames still to come.
@@ -13,6 +15,7 @@ from __future__ import annotations
 import os
 import pickle
 from collections.abc import Iterator
+from types import ModuleType
 
 import numpy as np
 
@@ -61,6 +64,23 @@ def _tables() -> tuple[np.ndarray, np.ndarray]:
 _LENGTH, _HOW = _tables()
 _LENGTHS, _HOWS = _LENGTH.tolist(), _HOW.tolist()
 _WIDTH = {_LEN1: 1, _LEN4: 4, _LEN8: 8}
+_COUNT = np.array([{**_WIDTH, _LEN0: 0, _REFUSED: -1}[h] for h in _HOWS], np.int8)  # count bytes; -1: refused
+
+
+def _compiled() -> ModuleType | None:
+    """The C walk with this module's tables, or None: not built (no compiler at install), or VIZEXPORT_PURE_PYTHON
+    set (the tests and benchmarks compare both)."""
+    if os.environ.get("VIZEXPORT_PURE_PYTHON"):
+        return None
+    try:
+        from . import _opscan
+    except ImportError:
+        return None
+    _opscan.set_tables(_LENGTH, _COUNT)
+    return _opscan
+
+
+_fast = _compiled()  # frame_memos' walk: the C one, or None for numpy's
 
 
 def opcodes(payload: bytes) -> Iterator[tuple[int, int]]:
@@ -104,15 +124,22 @@ def frame_memos(fd: int, frames: list[int], ends: list[int], last: bool) -> np.n
     `last`: the run ends the stream, whose final byte (STOP) is left out of the walk."""
     start, stop = frames[0], ends[-1]
     raw = os.pread(fd, stop - start, start)
-    if len(raw) != stop - start:
+    if len(raw) != stop - start or (last and raw[-1] != STOP):
         return None
-    buf = np.concatenate([np.frombuffer(raw, np.uint8), np.zeros(PAD, np.uint8)])
     cur = np.asarray(frames, np.int64) - start + FRAME_HEADER
     end = np.asarray(ends, np.int64) - start
     if last:
-        if raw[-1] != STOP:
-            return None
         end[-1] -= 1
+    if _fast is None:
+        return _lockstep(raw, cur, end)
+    memos = np.empty(len(cur), np.int64)
+    return memos if _fast.frame_memos(raw, cur, end, memos) else None
+
+
+def _lockstep(raw: bytes, cur: np.ndarray, end: np.ndarray) -> np.ndarray | None:
+    """frame_memos' numpy walk: every frame's cursor (from `cur` to `end`, offsets into `raw`) one opcode per step.
+    The reference the C walk (_opscan.c) matches, count bytes past the block reading as PAD's zeros."""
+    buf = np.concatenate([np.frombuffer(raw, np.uint8), np.zeros(PAD, np.uint8)])
     memos = np.zeros(len(cur), np.int64)
     which, memo = np.arange(len(cur)), np.zeros(len(cur), np.int64)
     while len(cur):
