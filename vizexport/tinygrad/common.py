@@ -100,17 +100,20 @@ def _ns(us: Any) -> int:
     raise ValueError(f"not a timestamp: {brief(us)}")
 
 
+BULK_MIN = 64  # numpy's fixed cost per call is that of `ns` on about this many texts (a graph batch has a few)
+
+
 def ns_column(texts: Iterable, none: bool = True) -> list[int | None]:
     """`ns` of each timestamp (None stays None; with none=False it raises ValueError), the usual exactly-ns texts
-    parsed in bulk."""
+    of a long column parsed in bulk."""
     texts = list(texts)
-    if (out := _exact_ns(texts)) is not None:
+    if len(texts) >= BULK_MIN and (out := _exact_ns(texts)) is not None:
         return out
     if None in texts:  # e.g. ranges that never ended: the others may still go in bulk
         if not none:
             raise ValueError("None, not a timestamp")
         present = [x for x in texts if x is not None]
-        if (out := _exact_ns(present)) is not None:
+        if len(present) >= BULK_MIN and (out := _exact_ns(present)) is not None:
             it = iter(out)
             return [None if x is None else next(it) for x in texts]
     return [None if x is None else ns(x) for x in texts]

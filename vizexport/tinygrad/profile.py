@@ -542,11 +542,15 @@ class _Coder:
     def __call__(self, values: list) -> np.ndarray:
         index = self.index
         of = list(map(id, values)) if self.by_id else values
-        if not set(of) <= index.keys():
-            for x, v in zip(of, values, strict=True):
-                if x not in index:
-                    index[x] = len(self.values)
-                    self.values.append(v)
+        try:
+            return np.fromiter(map(index.__getitem__, of), np.int32, len(of))
+        except KeyError:  # a value seen for the first time: the distinct ones (a few) are coded in order
+            pass
+        distinct = dict(zip(of, values, strict=True)) if self.by_id else dict.fromkeys(of)  # in first-seen order
+        for x, v in distinct.items():
+            if x not in index:
+                index[x] = len(self.values)
+                self.values.append(v if self.by_id else x)
         return np.fromiter(map(index.__getitem__, of), np.int32, len(of))
 
 
