@@ -1,9 +1,10 @@
 """profile.pkl (a list of Profile* stand-ins, any release 0.10.1 … master) → records.Profile."""
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache, partial
-from itertools import chain, islice, repeat
+from itertools import chain, repeat
 from operator import itemgetter
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -254,7 +255,7 @@ class _EventReader:
         # and how a dtype prints, depend on the release)
         self.allocs: list[tuple[Alloc, Any, bool]] = []
         self.ranges: list = []  # ProfileRangeEvents not yet read (read column by column, see _read_ranges)
-        self.unparsed: list[_Ranges] = []  # ranges (and graph entries) read but not yet in the columns
+        self.unparsed = _Unparsed()  # ranges (and graph entries) read but not yet in the columns
         self.columns = _SpanColumns()  # the spans read so far (no Span object is made per event)
         self.n_spans = 0  # … and those pending in `unparsed`
 
@@ -403,29 +404,21 @@ class _EventReader:
         profile_keys = list(map(dict.get, ds, repeat("profile_key")))
         if not set(map(type, profile_keys)) <= _KEY:
             profile_keys = [k if type(k) is bytes else None for k in profile_keys]
-        self.unparsed.append(_Ranges(devices, keys, list(map(itemgetter("st"), ds)),
-                                     list(map(dict.get, ds, repeat("en"))), profile_keys,
-                                     list(map(bool, map(dict.get, ds, repeat("is_copy"), repeat(False))))))
+        self.unparsed.add(devices, keys, map(itemgetter("st"), ds), map(dict.get, ds, repeat("en")), profile_keys,
+                          map(bool, map(dict.get, ds, repeat("is_copy"), repeat(False))))
         self.n_spans += len(ds)
 
     def _make_spans(self) -> None:
-        """The ranges and graph entries read since the last call, into the columns in their order, the ranges'
-        timestamps parsed at once (ns_column parses in bulk; graph batches split the ranges into small groups)."""
-        groups, self.unparsed = self.unparsed, []
-        if not groups:
+        """The ranges and graph entries read since the last call, into the columns in their order, their timestamps
+        parsed at once (ns_column parses in bulk)."""
+        u, self.unparsed = self.unparsed, _Unparsed()
+        if not u.keys:
             return
-        raw = [g for g in groups if g.graph < 0]
-        sts = iter(_times(chain.from_iterable(g.sts for g in raw), "ProfileRangeEvent.st", none=False))
-        ens = iter(_times(chain.from_iterable(g.ens for g in raw), "ProfileRangeEvent.en"))
-        if len(raw) == len(groups):
-            parsed_st, parsed_en = sts, ens
-        else:  # graph entries' times are parsed already (their batch's signals)
-            parsed_st = chain.from_iterable(g.sts if g.graph >= 0 else islice(sts, len(g.sts)) for g in groups)
-            parsed_en = chain.from_iterable(g.ens if g.graph >= 0 else islice(ens, len(g.ens)) for g in groups)
-        joined = lambda f: list(chain.from_iterable(getattr(g, f) for g in groups))  # noqa: E731
-        self.columns.add(_SpanBatch(joined("devices"), joined("keys"), list(parsed_st), list(parsed_en),
-                                    joined("profile_keys"), joined("copies"),
-                                    np.repeat([g.graph for g in groups], [len(g.keys) for g in groups])))
+        graph = np.full(len(u.keys), -1, np.int32)
+        for first, n, g in u.graphs:
+            graph[first:first + n] = g
+        self.columns.add(_SpanBatch(u.devices, u.keys, _times(u.sts, "ProfileRangeEvent.st", none=False),
+                                    _times(u.ens, "ProfileRangeEvent.en"), u.profile_keys, u.copies, graph))
 
     def point(self, e: Any) -> None:
         d = e.__dict__
@@ -455,15 +448,17 @@ class _EventReader:
     def graph(self, e: Any) -> None:
         self._read_ranges()  # entries are indexed among the spans: the ranges before them come first
         d = e.__dict__
-        sigs = _times(sequence(d.get("sigs")), "ProfileGraphEvent.sigs", none=False)
+        raw = sequence(d.get("sigs"))
+        sigs = _times(raw, "ProfileGraphEvent.sigs", none=False)
         ents = [_record(ent, "ProfileGraphEvent.ents") for ent in sequence(d.get("ents"))]
         devices = [text(x["device"]) for x in ents]
-        entries = _Ranges(devices, [self.key(x.get("name", "")) for x in ents],
-                          [sigs[_index(x["st_id"], sigs, "st_id")] for x in ents],
-                          [sigs[_index(x["en_id"], sigs, "en_id")] for x in ents],
-                          [_program_key(x.get("profile_key")) for x in ents],
-                          [bool(x.get("is_copy", False)) for x in ents], len(self.prof.graphs))
-        self.unparsed.append(entries)
+        u = self.unparsed
+        u.add(devices, [self.key(x.get("name", "")) for x in ents],
+              # the signals' texts: parsed again in bulk with the ranges' (ns_column of a text is its ns)
+              [raw[_index(x["st_id"], sigs, "st_id")] for x in ents],
+              [raw[_index(x["en_id"], sigs, "en_id")] for x in ents],
+              [_program_key(x.get("profile_key")) for x in ents], [bool(x.get("is_copy", False)) for x in ents])
+        u.graphs.append((len(u.keys) - len(ents), len(ents), len(self.prof.graphs)))
         first, self.n_spans = self.n_spans, self.n_spans + len(ents)
         deps = [[i for i in (x if type(x) in (list, tuple) else (x,)) if type(i) is int and 0 <= i < len(ents)]
                 for x in sequence(d.get("deps"))]
@@ -554,17 +549,28 @@ class _Coder:
         return np.fromiter(map(index.__getitem__, of), np.int32, len(of))
 
 
-class _Ranges(NamedTuple):
-    """ProfileRangeEvents of one batch read column by column, their timestamps not yet parsed; or one graph batch's
-    entries, their times parsed (its signals)."""
+class _Unparsed:
+    """The spans of one batch read so far, in order, as columns (one list each: no join of small groups), their
+    timestamps not yet parsed: ProfileRangeEvents read column by column, and graph batches' entries."""
 
-    devices: list[str]
-    keys: list[Key]
-    sts: list
-    ens: list
-    profile_keys: list[bytes | None]
-    copies: list[bool]
-    graph: int = -1  # the graph batch of entries; -1: ranges
+    def __init__(self) -> None:
+        self.devices: list[str] = []
+        self.keys: list[Key] = []
+        self.sts: list = []
+        self.ens: list = []
+        self.profile_keys: list[bytes | None] = []
+        self.copies: list[bool] = []
+        self.graphs: list[tuple[int, int, int]] = []  # per graph batch: its first entry's row, its entries, its number
+
+    def add(self, devices: list[str], keys: list[Key], sts: Iterable, ens: Iterable, profile_keys: list[bytes | None],
+            copies: Iterable) -> None:
+        """The next spans (ranges, or a graph batch's entries once `graphs` has its row)."""
+        self.devices += devices
+        self.keys += keys
+        self.sts += sts
+        self.ens += ens
+        self.profile_keys += profile_keys
+        self.copies += copies
 
 
 class _SpanBatch(NamedTuple):
