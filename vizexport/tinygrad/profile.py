@@ -249,7 +249,9 @@ class _EventReader:
         self.leaf_events: list = []  # host spans among the first `leaves` events
         self.offsets: dict[str, tuple[int, int]] = {}  # device → (compute, copy) clock offset in ns
         self.keys: dict[Any, Key] = {}  # name str or TracingKey content → Key, so repeated names share one Key
-        self.ids: dict[int, Key] = {}  # id(TracingKey) → Key, valid for one batch (ids are reused once freed)
+        # a span's name → its Key's code in the span columns (read straight into them: no list of Keys to code)
+        self.codes: dict[str, int] = {}  # name str → code
+        self.ids: dict[int, int] = {}  # id(TracingKey) → code, valid for one batch (ids are reused once freed)
         self.payloads = _Payloads()  # TracingKeys' keys and tracebacks read so far in this batch
         # allocs finished by `finish`: their dtype text, and the size of those given in elements (element bits,
         # and how a dtype prints, depend on the release)
@@ -357,16 +359,20 @@ class _EventReader:
                 spans.st[rows] += off
                 spans.en[rows] += off
 
-    def key(self, name: Any) -> Key:
+    def key(self, name: Any) -> int:
+        """The code of a span name's Key in the span columns."""
         if type(name) is str:
-            k = self.keys.get(name)
-            if k is None:
-                k = self.keys[name] = as_key(name)
-            return k
-        k = self.ids.get(id(name))
-        if k is None:
-            k = self.ids[id(name)] = self._content_key(name)
-        return k
+            c = self.codes.get(name)
+            if c is None:
+                k = self.keys.get(name)
+                if k is None:
+                    k = self.keys[name] = as_key(name)
+                c = self.codes[name] = self.columns.keys.code(k)
+            return c
+        c = self.ids.get(id(name))
+        if c is None:
+            c = self.ids[id(name)] = self.columns.keys.code(self._content_key(name))
+        return c
 
     def _content_key(self, name: Any) -> Key:
         """One Key per distinct TracingKey content (tinygrad makes a new TracingKey for every call)."""
@@ -397,15 +403,17 @@ class _EventReader:
         if not self.host:
             ds, devices = _off_host(ds, devices)
         names = list(map(itemgetter("name"), ds))
-        get_key, get_id = self.keys.get, self.ids.get
-        keys = [get_key(n) if type(n) is str else get_id(id(n)) for n in names]
-        if not all(keys):  # a name seen for the first time (a Key is always true)
-            keys = [k or self.key(n) for k, n in zip(keys, names, strict=True)]
+        get_code, get_id = self.codes.get, self.ids.get
+        keys = [get_code(n) if type(n) is str else get_id(id(n)) for n in names]
+        if None in keys:  # a name seen for the first time
+            keys = [self.key(n) if k is None else k for k, n in zip(keys, names, strict=True)]
         profile_keys = list(map(dict.get, ds, repeat("profile_key")))
         if not set(map(type, profile_keys)) <= _KEY:
             profile_keys = [k if type(k) is bytes else None for k in profile_keys]
+        copies = (map(bool, map(dict.get, ds, repeat("is_copy"), repeat(False)))
+                  if any(map(dict.__contains__, ds, repeat("is_copy"))) else repeat(False, len(ds)))  # >= 0.14: none
         self.unparsed.add(devices, keys, map(itemgetter("st"), ds), map(dict.get, ds, repeat("en")), profile_keys,
-                          map(bool, map(dict.get, ds, repeat("is_copy"), repeat(False))))
+                          copies)
         self.n_spans += len(ds)
 
     def _make_spans(self) -> None:
@@ -548,6 +556,14 @@ class _Coder:
                 self.values.append(v if self.by_id else x)
         return np.fromiter(map(index.__getitem__, of), np.int32, len(of))
 
+    def code(self, value: Any) -> int:
+        x = id(value) if self.by_id else value
+        c = self.index.get(x)
+        if c is None:
+            c = self.index[x] = len(self.values)
+            self.values.append(value)
+        return c
+
 
 class _Unparsed:
     """The spans of one batch read so far, in order, as columns (one list each: no join of small groups), their
@@ -555,14 +571,14 @@ class _Unparsed:
 
     def __init__(self) -> None:
         self.devices: list[str] = []
-        self.keys: list[Key] = []
+        self.keys: list[int] = []  # their Keys' codes
         self.sts: list = []
         self.ens: list = []
         self.profile_keys: list[bytes | None] = []
         self.copies: list[bool] = []
         self.graphs: list[tuple[int, int, int]] = []  # per graph batch: its first entry's row, its entries, its number
 
-    def add(self, devices: list[str], keys: list[Key], sts: Iterable, ens: Iterable, profile_keys: list[bytes | None],
+    def add(self, devices: list[str], keys: list[int], sts: Iterable, ens: Iterable, profile_keys: list[bytes | None],
             copies: Iterable) -> None:
         """The next spans (ranges, or a graph batch's entries once `graphs` has its row)."""
         self.devices += devices
@@ -577,7 +593,7 @@ class _SpanBatch(NamedTuple):
     """Spans as columns, the next ones in the profile's order (for _SpanColumns)."""
 
     devices: list[str]
-    keys: list[Key]
+    keys: list[int]  # codes (_SpanColumns.keys)
     sts: list[int]
     ens: list[int | None]
     profile_keys: list[bytes | None]
@@ -603,8 +619,9 @@ class _SpanColumns:
             ended[:] = [en is not None for en in ens]
             ens = [st if en is None else en for st, en in zip(sts, ens, strict=True)]
         self.batches.append({
-            "device": self.devices(b.devices), "key": self.keys(b.keys), "st": np.fromiter(sts, np.int64, n),
-            "en": np.fromiter(ens, np.int64, n), "ended": ended, "profile_key": self.profile_keys(b.profile_keys),
+            "device": self.devices(b.devices), "key": np.fromiter(b.keys, np.int32, n),
+            "st": np.fromiter(sts, np.int64, n), "en": np.fromiter(ens, np.int64, n), "ended": ended,
+            "profile_key": self.profile_keys(b.profile_keys),
             "graph": b.graph.astype(np.int32), "is_copy": np.fromiter(b.copies, bool, n)})
         if len(self.batches) - self.joined >= _JOIN:
             self._join()
