@@ -7,6 +7,7 @@ import pytest
 
 import vizexport
 from vizexport.records import Alloc, Exec, Marker
+from vizexport.tinygrad import common
 from vizexport.tinygrad.common import ns, ns_column, strip_ansi
 from vizexport.tinygrad.releases import RELEASES, enum_table
 
@@ -22,18 +23,27 @@ def test_ns_exact():
     assert ns("12.3455") == 12346 and ns("12.3465") == 12346  # half-even below 1 ns
 
 
-def test_timestamp_columns():
-    """A column of timestamps is read at once (in bulk when all are exactly-ns texts): texts of every width, None,
-    or one text in another form must give what `ns` gives for each."""
-    exact = ["1.500", "1244419994.622", "0.001", "12345.678", "123456789012345.678"]
-    assert ns_column(exact) == [1500, 1244419994622, 1, 12345678, 123456789012345678]
+@pytest.mark.parametrize("long", [False, True])
+def test_timestamp_columns(long, monkeypatch):
+    """A column of timestamps is read at once (a long one in bulk when all are exactly-ns texts; a short one, such as
+    a graph batch's signals, text by text): texts of every width, None, or one text in another form must give what
+    `ns` gives for each."""
+    bulk, parse = [], common._exact_ns
+    monkeypatch.setattr(common, "_exact_ns", lambda texts: bulk.append(out := parse(texts)) or out)
+    pad = ["2.000"] * (common.BULK_MIN if long else 0)
+    exact = [*pad, "1.500", "1244419994.622", "0.001", "12345.678", "123456789012345.678"]
+    assert ns_column(exact) == [2000] * len(pad) + [1500, 1244419994622, 1, 12345678, 123456789012345678]
+    assert [out is not None for out in bulk] == ([True] if long else [])  # only a long one pays numpy's cost per call
     assert ns_column([*exact, None]) == [*ns_column(exact), None]
-    assert ns_column([None, "7.250", None]) == [None, 7250, None]
-    others = ["12.3455", "1E+3", "-0.250", "1234567890123456.789", "12.5", "١.500", 7.25]
+    assert ns_column([*pad, None, "7.250", None]) == [*ns_column(pad), None, 7250, None]
+    others = ["12.3455", "1E+3", "-0.250", "1234567890123456.789", "12.5", "١.500", 7.25, "1_0.000", " 1.000"]
     for other in others:
         assert ns_column([*exact, other]) == [*ns_column(exact), ns(other)]
+    assert ns("1_0.000") == 10000 and ns(" 1.000") == 1000  # what int() reads, the bulk parse leaves to `ns`
     with pytest.raises(ValueError, match="not a timestamp"):  # the reader names the field it came from
-        ns_column(["1.500", "1x2.500"])
+        ns_column([*pad, "1.500", "1x2.500"])
+    with pytest.raises(ValueError, match="None, not a timestamp"):
+        ns_column([*pad, "1.500", "1x2.500", None], none=False)
 
 
 def test_strip_ansi():
