@@ -425,8 +425,8 @@ class _EventReader:
         graph = np.full(len(u.keys), -1, np.int32)
         for first, n, g in u.graphs:
             graph[first:first + n] = g
-        self.columns.add(_SpanBatch(u.devices, u.keys, _times(u.sts, "ProfileRangeEvent.st", none=False),
-                                    _times(u.ens, "ProfileRangeEvent.en"), u.profile_keys, u.copies, graph))
+        self.columns.add(_SpanBatch(u.devices, u.keys, _times(u.sts, "ProfileRangeEvent.st", none=False, array=True),
+                                    _times(u.ens, "ProfileRangeEvent.en", array=True), u.profile_keys, u.copies, graph))
 
     def point(self, e: Any) -> None:
         d = e.__dict__
@@ -594,8 +594,8 @@ class _SpanBatch(NamedTuple):
 
     devices: list[str]
     keys: list[int]  # codes (_SpanColumns.keys)
-    sts: list[int]
-    ens: list[int | None]
+    sts: list[int] | np.ndarray  # an array where parsed in bulk
+    ens: list[int | None] | np.ndarray
     profile_keys: list[bytes | None]
     copies: list[bool]
     graph: np.ndarray  # each span's graph batch (-1: none)
@@ -615,12 +615,12 @@ class _SpanColumns:
     def add(self, b: _SpanBatch) -> None:
         n, sts, ens = len(b.keys), b.sts, b.ens
         ended = np.ones(n, bool)
-        if None in ens:
+        if type(ens) is list and None in ens:
             ended[:] = [en is not None for en in ens]
             ens = [st if en is None else en for st, en in zip(sts, ens, strict=True)]
         self.batches.append({
             "device": self.devices(b.devices), "key": np.fromiter(b.keys, np.int32, n),
-            "st": np.fromiter(sts, np.int64, n), "en": np.fromiter(ens, np.int64, n), "ended": ended,
+            "st": _int64s(sts, n), "en": _int64s(ens, n), "ended": ended,
             "profile_key": self.profile_keys(b.profile_keys),
             "graph": b.graph.astype(np.int32), "is_copy": np.fromiter(b.copies, bool, n)})
         if len(self.batches) - self.joined >= _JOIN:
@@ -674,12 +674,16 @@ def _record(x: Any, field: str) -> dict:
     return x.__dict__
 
 
-def _times(values: Any, field: str, none: bool = True) -> list:
+def _times(values: Any, field: str, none: bool = True, array: bool = False) -> list | np.ndarray:
     """ns_column of a field's timestamps; InputError naming the field for one that is not a time."""
     try:
-        return ns_column(values, none)
+        return ns_column(values, none, array)
     except ValueError as e:
         raise InputError(f"{field}: {e}") from None
+
+
+def _int64s(x: list[int] | np.ndarray, n: int) -> np.ndarray:
+    return x if type(x) is np.ndarray else np.fromiter(x, np.int64, n)
 
 
 def _offset(d: dict, field: str) -> int:
