@@ -7,9 +7,12 @@ import pytest
 
 import vizexport
 from vizexport.records import Alloc, Exec, Marker
+from vizexport.tinygrad import common
 from vizexport.tinygrad.common import ns, ns_column, strip_ansi
+from vizexport.tinygrad.profile import load_profile
 from vizexport.tinygrad.releases import RELEASES, enum_table
 
+from . import tinyfake as tf
 from .conftest import FIXTURES, ROOT, run_cli
 
 SAMPLE = ROOT / "vizexport" / "data" / "sample"
@@ -22,18 +25,27 @@ def test_ns_exact():
     assert ns("12.3455") == 12346 and ns("12.3465") == 12346  # half-even below 1 ns
 
 
-def test_timestamp_columns():
-    """A column of timestamps is read at once (in bulk when all are exactly-ns texts): texts of every width, None,
-    or one text in another form must give what `ns` gives for each."""
-    exact = ["1.500", "1244419994.622", "0.001", "12345.678", "123456789012345.678"]
-    assert ns_column(exact) == [1500, 1244419994622, 1, 12345678, 123456789012345678]
+@pytest.mark.parametrize("long", [False, True])
+def test_timestamp_columns(long, monkeypatch):
+    """A column of timestamps is read at once (a long one in bulk when all are exactly-ns texts; a short one, such as
+    a graph batch's signals, text by text): texts of every width, None, or one text in another form must give what
+    `ns` gives for each."""
+    bulk, parse = [], common._exact_ns
+    monkeypatch.setattr(common, "_exact_ns", lambda texts: bulk.append(out := parse(texts)) or out)
+    pad = ["2.000"] * (common.BULK_MIN if long else 0)
+    exact = [*pad, "1.500", "1244419994.622", "0.001", "12345.678", "123456789012345.678"]
+    assert ns_column(exact) == [2000] * len(pad) + [1500, 1244419994622, 1, 12345678, 123456789012345678]
+    assert [out is not None for out in bulk] == ([True] if long else [])  # only a long one pays numpy's cost per call
     assert ns_column([*exact, None]) == [*ns_column(exact), None]
-    assert ns_column([None, "7.250", None]) == [None, 7250, None]
-    others = ["12.3455", "1E+3", "-0.250", "1234567890123456.789", "12.5", "١.500", 7.25]
+    assert ns_column([*pad, None, "7.250", None]) == [*ns_column(pad), None, 7250, None]
+    others = ["12.3455", "1E+3", "-0.250", "1234567890123456.789", "12.5", "١.500", 7.25, "1_0.000", " 1.000"]
     for other in others:
         assert ns_column([*exact, other]) == [*ns_column(exact), ns(other)]
+    assert ns("1_0.000") == 10000 and ns(" 1.000") == 1000  # what int() reads, the bulk parse leaves to `ns`
     with pytest.raises(ValueError, match="not a timestamp"):  # the reader names the field it came from
-        ns_column(["1.500", "1x2.500"])
+        ns_column([*pad, "1.500", "1x2.500"])
+    with pytest.raises(ValueError, match="None, not a timestamp"):
+        ns_column([*pad, "1.500", "1x2.500", None], none=False)
 
 
 def test_strip_ansi():
@@ -108,3 +120,29 @@ def test_demo(tmp_path):
     assert [s["kind"] for s in info] == ["profile", "rewrites"]
     assert info[0]["n_events"] == 643 and info[0]["memory_peak"] == {"NULL": 4932, "NULL:1": 2176}
     assert "release 0.14.0" in r.stdout
+
+
+@pytest.mark.parametrize("host", [True, False])
+def test_graph_entries_keep_their_places_among_the_spans(tmp_path, host):
+    """A batch's ranges and graph entries become spans in the pickle's order, all their times parsed in one bulk
+    pass (the entries' from their graph's signals); a range that never ended stays one, in bulk too."""
+    sigs = [tf.us(1000.0), tf.us(1000.25), tf.us(1000.75)]
+    entry = lambda st_id, en_id, **kw: tf.Fake("ProfileGraphEntry", device="NULL", name=f"E_{st_id}", st_id=st_id,  # noqa: E731
+                                               en_id=en_id, profile_key=None, **kw)
+    graph = tf.Fake("ProfileGraphEvent", ents=[entry(0, 2), entry(1, 2, is_copy=True)], deps=[[], [0]], sigs=sigs)
+    ranges = [tf.span("TINY" if i % 2 else "NULL", st=float(i), en=None if i == 4 else i + 0.5)
+              for i in range(2 * common.BULK_MIN)]
+    mid = common.BULK_MIN
+    (tmp_path / "p.pkl").write_bytes(tf.profile(*ranges[:mid], graph, *ranges[mid:]))
+    prof = load_profile(tmp_path / "p.pkl", host=host)
+    kept = [i for i in range(len(ranges)) if host or i % 2 == 0]  # without the host's: the TINY ranges left out
+    before = sum(i < mid for i in kept)
+    t = prof.spans
+    assert t.st.tolist() == [i * 1000 for i in kept[:before]] + [1000000, 1000250] + [i * 1000 for i in kept[before:]]
+    assert t.en.tolist() == ([i * 1000 + (0 if i == 4 else 500) for i in kept[:before]] + [1000750, 1000750] +
+                             [i * 1000 + 500 for i in kept[before:]])
+    assert [i for i, e in enumerate(t.ended.tolist()) if not e] == [kept.index(4)]
+    assert t.graph.tolist() == [-1] * before + [0, 0] + [-1] * (len(kept) - before)
+    assert t.is_copy.tolist() == [False] * (before + 1) + [True] + [False] * (len(kept) - before)
+    assert [t.keys[k].name for k in t.key[before:before + 3]] == ["E_0", "E_1", "E_4"]
+    assert prof.graphs[0].entries == [before, before + 1] and prof.graphs[0].sigs == [1000000, 1000250, 1000750]

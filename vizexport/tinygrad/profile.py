@@ -1,9 +1,10 @@
 """profile.pkl (a list of Profile* stand-ins, any release 0.10.1 … master) → records.Profile."""
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache, partial
-from itertools import chain, islice, repeat
+from itertools import chain, repeat
 from operator import itemgetter
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -248,13 +249,15 @@ class _EventReader:
         self.leaf_events: list = []  # host spans among the first `leaves` events
         self.offsets: dict[str, tuple[int, int]] = {}  # device → (compute, copy) clock offset in ns
         self.keys: dict[Any, Key] = {}  # name str or TracingKey content → Key, so repeated names share one Key
-        self.ids: dict[int, Key] = {}  # id(TracingKey) → Key, valid for one batch (ids are reused once freed)
+        # a span's name → its Key's code in the span columns (read straight into them: no list of Keys to code)
+        self.codes: dict[str, int] = {}  # name str → code
+        self.ids: dict[int, int] = {}  # id(TracingKey) → code, valid for one batch (ids are reused once freed)
         self.payloads = _Payloads()  # TracingKeys' keys and tracebacks read so far in this batch
         # allocs finished by `finish`: their dtype text, and the size of those given in elements (element bits,
         # and how a dtype prints, depend on the release)
         self.allocs: list[tuple[Alloc, Any, bool]] = []
         self.ranges: list = []  # ProfileRangeEvents not yet read (read column by column, see _read_ranges)
-        self.unparsed: list[_Ranges] = []  # ranges (and graph entries) read but not yet in the columns
+        self.unparsed = _Unparsed()  # ranges (and graph entries) read but not yet in the columns
         self.columns = _SpanColumns()  # the spans read so far (no Span object is made per event)
         self.n_spans = 0  # … and those pending in `unparsed`
 
@@ -356,16 +359,20 @@ class _EventReader:
                 spans.st[rows] += off
                 spans.en[rows] += off
 
-    def key(self, name: Any) -> Key:
+    def key(self, name: Any) -> int:
+        """The code of a span name's Key in the span columns."""
         if type(name) is str:
-            k = self.keys.get(name)
-            if k is None:
-                k = self.keys[name] = as_key(name)
-            return k
-        k = self.ids.get(id(name))
-        if k is None:
-            k = self.ids[id(name)] = self._content_key(name)
-        return k
+            c = self.codes.get(name)
+            if c is None:
+                k = self.keys.get(name)
+                if k is None:
+                    k = self.keys[name] = as_key(name)
+                c = self.codes[name] = self.columns.keys.code(k)
+            return c
+        c = self.ids.get(id(name))
+        if c is None:
+            c = self.ids[id(name)] = self.columns.keys.code(self._content_key(name))
+        return c
 
     def _content_key(self, name: Any) -> Key:
         """One Key per distinct TracingKey content (tinygrad makes a new TracingKey for every call)."""
@@ -396,36 +403,30 @@ class _EventReader:
         if not self.host:
             ds, devices = _off_host(ds, devices)
         names = list(map(itemgetter("name"), ds))
-        get_key, get_id = self.keys.get, self.ids.get
-        keys = [get_key(n) if type(n) is str else get_id(id(n)) for n in names]
-        if not all(keys):  # a name seen for the first time (a Key is always true)
-            keys = [k or self.key(n) for k, n in zip(keys, names, strict=True)]
+        get_code, get_id = self.codes.get, self.ids.get
+        keys = [get_code(n) if type(n) is str else get_id(id(n)) for n in names]
+        if None in keys:  # a name seen for the first time
+            keys = [self.key(n) if k is None else k for k, n in zip(keys, names, strict=True)]
         profile_keys = list(map(dict.get, ds, repeat("profile_key")))
         if not set(map(type, profile_keys)) <= _KEY:
             profile_keys = [k if type(k) is bytes else None for k in profile_keys]
-        self.unparsed.append(_Ranges(devices, keys, list(map(itemgetter("st"), ds)),
-                                     list(map(dict.get, ds, repeat("en"))), profile_keys,
-                                     list(map(bool, map(dict.get, ds, repeat("is_copy"), repeat(False))))))
+        copies = (map(bool, map(dict.get, ds, repeat("is_copy"), repeat(False)))
+                  if any(map(dict.__contains__, ds, repeat("is_copy"))) else repeat(False, len(ds)))  # >= 0.14: none
+        self.unparsed.add(devices, keys, map(itemgetter("st"), ds), map(dict.get, ds, repeat("en")), profile_keys,
+                          copies)
         self.n_spans += len(ds)
 
     def _make_spans(self) -> None:
-        """The ranges and graph entries read since the last call, into the columns in their order, the ranges'
-        timestamps parsed at once (ns_column parses in bulk; graph batches split the ranges into small groups)."""
-        groups, self.unparsed = self.unparsed, []
-        if not groups:
+        """The ranges and graph entries read since the last call, into the columns in their order, their timestamps
+        parsed at once (ns_column parses in bulk)."""
+        u, self.unparsed = self.unparsed, _Unparsed()
+        if not u.keys:
             return
-        raw = [g for g in groups if g.graph < 0]
-        sts = iter(_times(chain.from_iterable(g.sts for g in raw), "ProfileRangeEvent.st", none=False))
-        ens = iter(_times(chain.from_iterable(g.ens for g in raw), "ProfileRangeEvent.en"))
-        if len(raw) == len(groups):
-            parsed_st, parsed_en = sts, ens
-        else:  # graph entries' times are parsed already (their batch's signals)
-            parsed_st = chain.from_iterable(g.sts if g.graph >= 0 else islice(sts, len(g.sts)) for g in groups)
-            parsed_en = chain.from_iterable(g.ens if g.graph >= 0 else islice(ens, len(g.ens)) for g in groups)
-        joined = lambda f: list(chain.from_iterable(getattr(g, f) for g in groups))  # noqa: E731
-        self.columns.add(_SpanBatch(joined("devices"), joined("keys"), list(parsed_st), list(parsed_en),
-                                    joined("profile_keys"), joined("copies"),
-                                    np.repeat([g.graph for g in groups], [len(g.keys) for g in groups])))
+        graph = np.full(len(u.keys), -1, np.int32)
+        for first, n, g in u.graphs:
+            graph[first:first + n] = g
+        self.columns.add(_SpanBatch(u.devices, u.keys, _times(u.sts, "ProfileRangeEvent.st", none=False, array=True),
+                                    _times(u.ens, "ProfileRangeEvent.en", array=True), u.profile_keys, u.copies, graph))
 
     def point(self, e: Any) -> None:
         d = e.__dict__
@@ -455,15 +456,17 @@ class _EventReader:
     def graph(self, e: Any) -> None:
         self._read_ranges()  # entries are indexed among the spans: the ranges before them come first
         d = e.__dict__
-        sigs = _times(sequence(d.get("sigs")), "ProfileGraphEvent.sigs", none=False)
+        raw = sequence(d.get("sigs"))
+        sigs = _times(raw, "ProfileGraphEvent.sigs", none=False)
         ents = [_record(ent, "ProfileGraphEvent.ents") for ent in sequence(d.get("ents"))]
         devices = [text(x["device"]) for x in ents]
-        entries = _Ranges(devices, [self.key(x.get("name", "")) for x in ents],
-                          [sigs[_index(x["st_id"], sigs, "st_id")] for x in ents],
-                          [sigs[_index(x["en_id"], sigs, "en_id")] for x in ents],
-                          [_program_key(x.get("profile_key")) for x in ents],
-                          [bool(x.get("is_copy", False)) for x in ents], len(self.prof.graphs))
-        self.unparsed.append(entries)
+        u = self.unparsed
+        u.add(devices, [self.key(x.get("name", "")) for x in ents],
+              # the signals' texts: parsed again in bulk with the ranges' (ns_column of a text is its ns)
+              [raw[_index(x["st_id"], sigs, "st_id")] for x in ents],
+              [raw[_index(x["en_id"], sigs, "en_id")] for x in ents],
+              [_program_key(x.get("profile_key")) for x in ents], [bool(x.get("is_copy", False)) for x in ents])
+        u.graphs.append((len(u.keys) - len(ents), len(ents), len(self.prof.graphs)))
         first, self.n_spans = self.n_spans, self.n_spans + len(ents)
         deps = [[i for i in (x if type(x) in (list, tuple) else (x,)) if type(i) is int and 0 <= i < len(ents)]
                 for x in sequence(d.get("deps"))]
@@ -542,34 +545,57 @@ class _Coder:
     def __call__(self, values: list) -> np.ndarray:
         index = self.index
         of = list(map(id, values)) if self.by_id else values
-        if not set(of) <= index.keys():
-            for x, v in zip(of, values, strict=True):
-                if x not in index:
-                    index[x] = len(self.values)
-                    self.values.append(v)
+        try:
+            return np.fromiter(map(index.__getitem__, of), np.int32, len(of))
+        except KeyError:  # a value seen for the first time: the distinct ones (a few) are coded in order
+            pass
+        distinct = dict(zip(of, values, strict=True)) if self.by_id else dict.fromkeys(of)  # in first-seen order
+        for x, v in distinct.items():
+            if x not in index:
+                index[x] = len(self.values)
+                self.values.append(v if self.by_id else x)
         return np.fromiter(map(index.__getitem__, of), np.int32, len(of))
 
+    def code(self, value: Any) -> int:
+        x = id(value) if self.by_id else value
+        c = self.index.get(x)
+        if c is None:
+            c = self.index[x] = len(self.values)
+            self.values.append(value)
+        return c
 
-class _Ranges(NamedTuple):
-    """ProfileRangeEvents of one batch read column by column, their timestamps not yet parsed; or one graph batch's
-    entries, their times parsed (its signals)."""
 
-    devices: list[str]
-    keys: list[Key]
-    sts: list
-    ens: list
-    profile_keys: list[bytes | None]
-    copies: list[bool]
-    graph: int = -1  # the graph batch of entries; -1: ranges
+class _Unparsed:
+    """The spans of one batch read so far, in order, as columns (one list each: no join of small groups), their
+    timestamps not yet parsed: ProfileRangeEvents read column by column, and graph batches' entries."""
+
+    def __init__(self) -> None:
+        self.devices: list[str] = []
+        self.keys: list[int] = []  # their Keys' codes
+        self.sts: list = []
+        self.ens: list = []
+        self.profile_keys: list[bytes | None] = []
+        self.copies: list[bool] = []
+        self.graphs: list[tuple[int, int, int]] = []  # per graph batch: its first entry's row, its entries, its number
+
+    def add(self, devices: list[str], keys: list[int], sts: Iterable, ens: Iterable, profile_keys: list[bytes | None],
+            copies: Iterable) -> None:
+        """The next spans (ranges, or a graph batch's entries once `graphs` has its row)."""
+        self.devices += devices
+        self.keys += keys
+        self.sts += sts
+        self.ens += ens
+        self.profile_keys += profile_keys
+        self.copies += copies
 
 
 class _SpanBatch(NamedTuple):
     """Spans as columns, the next ones in the profile's order (for _SpanColumns)."""
 
     devices: list[str]
-    keys: list[Key]
-    sts: list[int]
-    ens: list[int | None]
+    keys: list[int]  # codes (_SpanColumns.keys)
+    sts: list[int] | np.ndarray  # an array where parsed in bulk
+    ens: list[int | None] | np.ndarray
     profile_keys: list[bytes | None]
     copies: list[bool]
     graph: np.ndarray  # each span's graph batch (-1: none)
@@ -589,12 +615,13 @@ class _SpanColumns:
     def add(self, b: _SpanBatch) -> None:
         n, sts, ens = len(b.keys), b.sts, b.ens
         ended = np.ones(n, bool)
-        if None in ens:
+        if type(ens) is list and None in ens:
             ended[:] = [en is not None for en in ens]
             ens = [st if en is None else en for st, en in zip(sts, ens, strict=True)]
         self.batches.append({
-            "device": self.devices(b.devices), "key": self.keys(b.keys), "st": np.fromiter(sts, np.int64, n),
-            "en": np.fromiter(ens, np.int64, n), "ended": ended, "profile_key": self.profile_keys(b.profile_keys),
+            "device": self.devices(b.devices), "key": np.fromiter(b.keys, np.int32, n),
+            "st": _int64s(sts, n), "en": _int64s(ens, n), "ended": ended,
+            "profile_key": self.profile_keys(b.profile_keys),
             "graph": b.graph.astype(np.int32), "is_copy": np.fromiter(b.copies, bool, n)})
         if len(self.batches) - self.joined >= _JOIN:
             self._join()
@@ -647,12 +674,16 @@ def _record(x: Any, field: str) -> dict:
     return x.__dict__
 
 
-def _times(values: Any, field: str, none: bool = True) -> list:
+def _times(values: Any, field: str, none: bool = True, array: bool = False) -> list | np.ndarray:
     """ns_column of a field's timestamps; InputError naming the field for one that is not a time."""
     try:
-        return ns_column(values, none)
+        return ns_column(values, none, array)
     except ValueError as e:
         raise InputError(f"{field}: {e}") from None
+
+
+def _int64s(x: list[int] | np.ndarray, n: int) -> np.ndarray:
+    return x if type(x) is np.ndarray else np.fromiter(x, np.int64, n)
 
 
 def _offset(d: dict, field: str) -> int:
