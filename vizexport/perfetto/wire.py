@@ -135,10 +135,15 @@ def varint(n: int) -> bytes:
     return bytes(out)
 
 
+_TAGGED = 128  # field numbers whose length-delimited tag is made once (every field written is below)
+_LEN_TAGS = [varint(n << 3 | WIRE_LEN) for n in range(_TAGGED)]
+
+
 def field(num: int, payload: bytes) -> bytes:
     """A length-delimited field."""
     n = len(payload)
-    return varint(num << 3 | WIRE_LEN) + (_BYTES[n] if n < 128 else varint(n)) + payload
+    tag = _LEN_TAGS[num] if num < _TAGGED else varint(num << 3 | WIRE_LEN)
+    return tag + (_BYTES[n] if n < 128 else varint(n)) + payload
 
 
 def vfield(num: int, value: int) -> bytes:
