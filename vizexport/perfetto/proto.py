@@ -21,7 +21,7 @@ import hashlib
 import struct
 import zlib
 from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from functools import partial
 from itertools import chain
 from typing import Any, BinaryIO
@@ -191,8 +191,8 @@ class _Sequence:
         return self._iid(self.values, s, InternedData.DEBUG_ANNOTATION_STRING_VALUES, s)
 
     def entry(self, num: int, name: str | None, v: Any) -> bytes:
-        """Field `num` holding a debug annotation; a scalar one is encoded once per sequence (kernel args repeat
-        their buffers' modes, sizes and dtypes, a buffer's lifetime its users)."""
+        """Field `num` holding a debug annotation (an array's value; a dict's items go through annotations); a scalar
+        one is encoded once per sequence."""
         t = type(v)
         if t in _SCALARS:
             return self.entries.get(key := (num, name, t, v)) or self._scalar(key, num, name, v)
@@ -203,30 +203,37 @@ class _Sequence:
         enc = self.entries[key] = field(num, self.annotation(name, v))
         return enc
 
-    def annotations(self, num: int, items: Iterable[tuple[str, Any]]) -> bytes:
-        """Fields `num` holding an annotation per (name, value) item: an event's args, a dict's entries.
+    def annotations(self, num: int, d: dict) -> bytes:
+        """Fields `num` holding an annotation per item of `d`, named by its key: an event's args, a dict's entries.
 
-        The scalar items' cached encodings are looked up inline: most items are cached scalars, and a call each
-        costs as much as the lookup (kernel args and buffer lifetimes make ~0.5M items per 1M events)."""
+        A scalar item is encoded once per sequence (kernel args repeat their buffers' modes, sizes and dtypes, a
+        buffer's lifetime its users), its cached encoding looked up inline: most items are cached scalars, and a call
+        each costs as much as the lookup (kernel args and buffer lifetimes make ~1M items per 1M events)."""
         get, parts = self.entries.get, []
-        for k, x in items:
+        for k, x in d.items():
             t = type(x)
             if t in _SCALARS:
-                parts.append(get(key := (num, k, t, x)) or self._scalar(key, num, k, x))
+                parts.append(get(key := (num, k, t, x)) or self._keyed(key, num, k, x))
             else:
-                parts.append(field(num, self.annotation(k, x)))
+                parts.append(field(num, self.annotation(k if type(k) is str else str(k), x)))
         return b"".join(parts)
+
+    def _keyed(self, key: tuple, num: int, k: Any, v: Any) -> bytes:
+        """A dict item's scalar annotation field, cached if its key is a string: other keys can be equal yet
+        named differently (1 == True)."""
+        if type(k) is not str:
+            return field(num, self.annotation(str(k), v))
+        if type(v) is int:  # the commonest miss: ids (buffers, launches), each new value a miss
+            enc = self.entries[key] = field(num, (self.named.get(k) or self._name(k)) + _INT_VALUE + varint(v))
+            return enc
+        return self._scalar(key, num, k, v)
 
     def array(self, v: list | tuple) -> bytes:
         """An array's values (ARRAY_VALUES fields); a dict value's entries encoded inline."""
-        DA, entry, parts = DebugAnnotation, self.entry, []
-        for x in v:
-            if type(x) is dict:
-                x = field(DA.ARRAY_VALUES, self.annotations(DA.DICT_ENTRIES, _named(x)))
-            else:
-                x = entry(DA.ARRAY_VALUES, None, x)
-            parts.append(x)
-        return b"".join(parts)
+        values, entries = DebugAnnotation.ARRAY_VALUES, DebugAnnotation.DICT_ENTRIES
+        annotations, entry = self.annotations, self.entry
+        return b"".join([field(values, annotations(entries, x)) if type(x) is dict else entry(values, None, x)
+                         for x in v])
 
     def annotation(self, name: str | None, v: Any) -> bytes:
         """A DebugAnnotation's fields (the commonest values first: an exact int, then dicts and lists, which are
@@ -236,7 +243,7 @@ class _Sequence:
         if type(v) is int:
             return out + _INT_VALUE + varint(v)
         if isinstance(v, dict):
-            return out + self.annotations(DA.DICT_ENTRIES, _named(v))
+            return out + self.annotations(DA.DICT_ENTRIES, v)
         if isinstance(v, (list, tuple)):
             return out + self.array(v)
         if isinstance(v, bool):
@@ -253,11 +260,6 @@ class _Sequence:
         """An annotation's name field, its iid defined on first use."""
         enc = self.named[name] = vfield(DebugAnnotation.NAME_IID, self.arg_iid(name))
         return enc
-
-
-def _named(d: dict) -> Iterator[tuple[str, Any]]:
-    """A dict value's entries, each named by its key as a string."""
-    return zip(map(str, d), d.values(), strict=True)
 
 
 def _column(a: array) -> np.ndarray:
@@ -342,7 +344,7 @@ def _event(seq: _Sequence, name: int, instant: bool, args: dict | None) -> bytes
     TE = TrackEvent
     ev = seq.heads.get((name, instant)) or seq.head(name, instant)
     if args:
-        ev += seq.annotations(TE.DEBUG_ANNOTATIONS, args.items())
+        ev += seq.annotations(TE.DEBUG_ANNOTATIONS, args)
     return ev
 
 
