@@ -288,3 +288,33 @@ def test_hand_written_field_numbers_are_perfetto_s():
     for same in (pb.DebugAnnotationName, pb.InternedString):  # interned with EventName's layout
         assert [f.number for f in same.DESCRIPTOR.fields] == [wire.EventName.IID, wire.EventName.NAME]
     assert wire.CLOCK_BOOTTIME == pb.BUILTIN_CLOCK_BOOTTIME and checked >= 40
+
+
+def test_annotations_decode_to_their_values_and_types():
+    """Annotation encodings are cached per sequence by field, name, type and value: values equal across types
+    (True == 1 == 1.0), dict keys equal across types, repeated and new values, nested dicts and arrays must each
+    decode to exactly what the event held."""
+    tl = Timeline()
+    t = tl.add_track("X", None, "slice", Role.QUEUE)
+    shared = {"exec": 7, "buffers": [{"buf": 1, "mode": "out"}, {"buf": 2, "mode": "in"}]}
+    args = [{"v": 1, "d": {"x": 1, "y": "in"}}, {"v": True, "d": {"x": True, "y": "in"}},
+            {"v": 1.0, "d": {"x": 1.0, "y": "in"}}, {"v": 0, "d": {"x": False}}, {"v": "1", "l": [1, True, 1.0, "1"]},
+            {"d": {1: "a", 2: [3, (4, 5)]}}, {"d": {True: "a", None: {"n": {"m": 2.5}}}}, {"d": {1: "a"}},
+            {"d": {True: "a"}}, {"d": {1.0: "a"}},
+            shared, shared, dict(shared), {"buffers": [{"buf": 1, "mode": "out"}, {"buf": 3, "mode": "out"}]},
+            {"tb": "x" * 40, "short": "ab"}, {"tb": "x" * 40, "short": "ab", "n": -3, "big": 1 << 62}]
+    for i, a in enumerate(args):
+        t.ts.append(10 * i)
+        t.dur.append(5)
+        t.names.append(tl.intern("k" if i % 2 else "launch"))
+        t.args[i] = a
+    b = io.BytesIO()
+    proto.write(tl, b, compress=False)
+    got = [a for _, _, _, a in sorted(trace_rules.check(b.getvalue()).slices[t.uuid])]
+
+    def plain(v):  # what the trace holds: string keys, tuples as arrays
+        if isinstance(v, dict):
+            return {str(k): plain(x) for k, x in v.items()}
+        return [plain(x) for x in v] if isinstance(v, (list, tuple)) else v
+    # json tells True, 1 and 1.0 apart
+    assert [json.dumps(a) for a in got] == [json.dumps(plain(a)) for a in args]

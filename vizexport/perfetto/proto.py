@@ -23,6 +23,7 @@ import zlib
 from array import array
 from collections.abc import Iterator
 from functools import partial
+from itertools import chain
 from typing import Any, BinaryIO
 
 import numpy as np
@@ -190,19 +191,49 @@ class _Sequence:
         return self._iid(self.values, s, InternedData.DEBUG_ANNOTATION_STRING_VALUES, s)
 
     def entry(self, num: int, name: str | None, v: Any) -> bytes:
-        """Field `num` holding a debug annotation; a scalar one, or a dict of scalars, is encoded once per sequence
-        (kernel args repeat their buffers, a buffer's lifetime its users)."""
+        """Field `num` holding a debug annotation (an array's value; a dict's items go through annotations); a scalar
+        one is encoded once per sequence."""
         t = type(v)
         if t in _SCALARS:
-            key: tuple = (num, name, t, v)
-        elif t is dict and _SCALARS.issuperset(types := tuple(map(type, v.values()))):
-            key = (num, name, tuple(v.items()), types)  # types in the key: True == 1 == 1.0, their encodings differ
-        else:
-            return field(num, self.annotation(name, v))
-        enc = self.entries.get(key)
-        if enc is None:
-            enc = self.entries[key] = field(num, self.annotation(name, v))
+            return self.entries.get(key := (num, name, t, v)) or self._scalar(key, num, name, v)
+        return field(num, self.annotation(name, v))
+
+    def _scalar(self, key: tuple, num: int, name: str | None, v: Any) -> bytes:
+        """Encode a scalar annotation field and cache it under `key` (its field, name, type and value)."""
+        enc = self.entries[key] = field(num, self.annotation(name, v))
         return enc
+
+    def annotations(self, num: int, d: dict) -> bytes:
+        """Fields `num` holding an annotation per item of `d`, named by its key: an event's args, a dict's entries.
+
+        A scalar item is encoded once per sequence (kernel args repeat their buffers' modes, sizes and dtypes, a
+        buffer's lifetime its users), its cached encoding looked up inline: most items are cached scalars, and a call
+        each costs as much as the lookup (kernel args and buffer lifetimes make ~1M items per 1M events)."""
+        get, parts = self.entries.get, []
+        for k, x in d.items():
+            t = type(x)
+            if t in _SCALARS:
+                parts.append(get(key := (num, k, t, x)) or self._keyed(key, num, k, x))
+            else:
+                parts.append(field(num, self.annotation(k if type(k) is str else str(k), x)))
+        return b"".join(parts)
+
+    def _keyed(self, key: tuple, num: int, k: Any, v: Any) -> bytes:
+        """A dict item's scalar annotation field, cached if its key is a string: other keys can be equal yet
+        named differently (1 == True)."""
+        if type(k) is not str:
+            return field(num, self.annotation(str(k), v))
+        if type(v) is int:  # the commonest miss: ids (buffers, launches), each new value a miss
+            enc = self.entries[key] = field(num, (self.named.get(k) or self._name(k)) + _INT_VALUE + varint(v))
+            return enc
+        return self._scalar(key, num, k, v)
+
+    def array(self, v: list | tuple) -> bytes:
+        """An array's values (ARRAY_VALUES fields); a dict value's entries encoded inline."""
+        values, entries = DebugAnnotation.ARRAY_VALUES, DebugAnnotation.DICT_ENTRIES
+        annotations, entry = self.annotations, self.entry
+        return b"".join([field(values, annotations(entries, x)) if type(x) is dict else entry(values, None, x)
+                         for x in v])
 
     def annotation(self, name: str | None, v: Any) -> bytes:
         """A DebugAnnotation's fields (the commonest values first: an exact int, then dicts and lists, which are
@@ -212,9 +243,9 @@ class _Sequence:
         if type(v) is int:
             return out + _INT_VALUE + varint(v)
         if isinstance(v, dict):
-            return out + b"".join([self.entry(DA.DICT_ENTRIES, str(k), x) for k, x in v.items()])
+            return out + self.annotations(DA.DICT_ENTRIES, v)
         if isinstance(v, (list, tuple)):
-            return out + b"".join([self.entry(DA.ARRAY_VALUES, None, x) for x in v])
+            return out + self.array(v)
         if isinstance(v, bool):
             return out + vfield(DA.BOOL_VALUE, int(v))
         if isinstance(v, int):
@@ -245,31 +276,57 @@ def _slices(seq: _Sequence, t: Track, start: int, end: int) -> tuple[bytes, np.n
     """
     ts, dur, names = (_column(c)[start:end] for c in (t.ts, t.dur, t.names))
     time, idx, is_end = slice_events(ts, dur)
-    groups = (names << 1) | (dur < 0)  # name and instant flag; negative: events with args or flows
-    by_args: dict[tuple[int, int], int] = {}
-    for i, a in t.args.items():
-        if start <= i < end:
-            groups[i - start] = by_args.setdefault((int(groups[i - start]), id(a)), -1 - len(by_args))
-    for i in {i for d in (t.flows_out, t.flows_in) for i in d if start <= i < end}:
-        groups[i - start] = -1 - len(by_args) - i
     begins = idx[~is_end]
-    _, first, inverse, count = np.unique(groups[begins], return_index=True, return_inverse=True, return_counts=True)
+    _, first, inverse, count = np.unique(_groups(t, start, end, names, dur)[begins], return_index=True,
+                                         return_inverse=True, return_counts=True)
     end = vfield(TrackEvent.TYPE, TrackEvent.TYPE_SLICE_END)
     tails = [field(TracePacket.TRACK_EVENT, end) + seq.needs]  # 0: every END
+    # numpy scalars cost ~6x Python ints in this loop (a tail a group: ~0.1M groups per 1M events)
+    order = np.argsort(first)
     first_tail, later_tail = np.empty(len(first), np.int64), np.empty(len(first), np.int64)
-    for g in np.argsort(first):
-        i = start + int(begins[first[g]])
-        tail, reusable = _tail(seq, t, i)
-        first_tail[g] = later_tail[g] = len(tails)
-        tails.append(tail)
-        if not reusable and count[g] > 1:
-            later_tail[g] = len(tails)
-            tails.append(_tail(seq, t, i)[0])
+    first_tail[order], later_tail[order] = _tails(seq, t, (begins[first[order]] + start).tolist(),
+                                                  (count[order] > 1).tolist(), tails)
     tail_ids = np.zeros(len(idx), np.int64)
     begin_tails = later_tail[inverse.ravel()]
     begin_tails[first] = first_tail
     tail_ids[~is_end] = begin_tails
     return packets(stamped(time), tail_ids, tails)
+
+
+def _groups(t: Track, start: int, end: int, names: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """Each event's group of one tail: its name and instant flag; negative for one with args (a group per name,
+    kind and args object: the timeline holds every args object while it is written, so ids are not reused) or
+    flows (a group each). Column-wise: a big track's segments would each walk all its args."""
+    groups = (names << 1) | (dur < 0)
+    at = np.fromiter(t.args, np.int64, len(t.args))
+    held = (at >= start) & (at < end)
+    at = at[held] - start
+    kinds = 0
+    if len(at):
+        _, objects = np.unique(np.fromiter(map(id, t.args.values()), np.uint64, len(t.args))[held],
+                               return_inverse=True)
+        _, kind = np.unique(groups[at].astype(np.int64) * len(at) + objects.ravel(), return_inverse=True)
+        groups[at] = -1 - kind.ravel()
+        kinds = int(kind.max()) + 1
+    flows = np.unique(np.fromiter(chain(t.flows_out, t.flows_in), np.int64))
+    flows = flows[(flows >= start) & (flows < end)]
+    groups[flows - start] = -1 - kinds - flows
+    return groups
+
+
+def _tails(seq: _Sequence, t: Track, firsts: list[int], many: list[bool], tails: list[bytes]
+           ) -> tuple[list[int], list[int]]:
+    """Add each group's tail (made at its first event) to `tails`, and a second one for its later events where
+    the first defines interned data; returns the tail ids of each group's first and later events."""
+    first_tail, later_tail = [], []
+    for i, more in zip(firsts, many, strict=True):
+        tail, reusable = _tail(seq, t, i)
+        first_tail.append(len(tails))
+        tails.append(tail)
+        if not reusable and more:
+            tails.append(_tail(seq, t, i)[0])
+        later_tail.append(len(tails) - 1)
+    return first_tail, later_tail
 
 
 def _counters(seq: _Sequence, t: Track, start: int, end: int) -> tuple[bytes, np.ndarray]:
@@ -287,8 +344,7 @@ def _event(seq: _Sequence, name: int, instant: bool, args: dict | None) -> bytes
     TE = TrackEvent
     ev = seq.heads.get((name, instant)) or seq.head(name, instant)
     if args:
-        entry = seq.entry
-        ev += b"".join([entry(TE.DEBUG_ANNOTATIONS, k, v) for k, v in args.items()])
+        ev += seq.annotations(TE.DEBUG_ANNOTATIONS, args)
     return ev
 
 
