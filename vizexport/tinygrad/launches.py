@@ -20,16 +20,18 @@ from __future__ import annotations
 
 import bisect
 import re
+from array import array
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import chain
 from typing import Any
 
 import numpy as np
 
-from ..devices import HOST, is_copy
-from ..records import Alloc, Exec, Profile, Span
+from ..devices import HOST
+from ..records import Alloc, Exec, Profile, SpanTable
 from ..timeline import ARG_BYTES, ARG_EXEC, ARG_GBS, ARG_LAUNCH_LATENCY, ARG_METADATA, FLOW_LAUNCH, Timeline, Track
 
 LAUNCH_PREFIX = "launch "  # launch instants are not named as the kernel: a query for a kernel's name finds its runs
@@ -95,6 +97,16 @@ class _Execs:
         for rows in (*self.named.values(), *self.kernels.values(), self.copies):
             rows.sort()
         self.copy_ts = [c[0] for c in self.copies]
+        self._columns: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}
+
+    def named_columns(self, device: str, function: str) -> tuple[np.ndarray, np.ndarray]:
+        """The execs of one function name on a device as columns: their times and point indexes, sorted."""
+        hit = self._columns.get((device, function))
+        if hit is None:
+            rows = self.named.get((device, function), [])
+            hit = self._columns[(device, function)] = (np.array([t for t, _ in rows], np.int64),
+                                                       np.array([i for _, i in rows], np.int64))
+        return hit
 
     @staticmethod
     def latest(rows: list[tuple[int, int]], st: int) -> int | None:
@@ -113,11 +125,48 @@ class _Execs:
         return None
 
 
-def _entry_launch(prof: Profile, execs: _Execs, s: Span, batch: int) -> int:
-    """A graph entry's exec: one of its own name recorded since its batch's (HCQ2 batches gather kernels launched one
-    by one), else the batch's."""
-    own = execs.latest(execs.named.get((s.device, function_name(s.key.name)), []), s.st)
-    return own if own is not None and prof.points[own].ts >= prof.points[batch].ts else batch
+def _latest_named(execs: _Execs, table: SpanTable, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of `table`: the latest exec of its own name on its own device at or before its start (index into
+    Profile.points), -1 where none; with that exec's time (0 where none). Rows are grouped by (device, Key), each
+    group looked up at once."""
+    hit, at = np.full(len(rows), -1, np.int64), np.zeros(len(rows), np.int64)
+    if not len(rows):
+        return hit, at
+    pair = table.device[rows].astype(np.int64) * max(len(table.keys), 1) + table.key[rows]
+    order = np.argsort(pair, kind="stable")
+    first = np.flatnonzero(np.diff(pair[order], prepend=-1))
+    st = table.st[rows]
+    for u, mine in zip(pair[order[first]].tolist(), np.split(order, first[1:]), strict=True):
+        d, k = divmod(u, max(len(table.keys), 1))
+        ts, points = execs.named_columns(table.devices[d], function_name(table.keys[k].name))
+        last = np.searchsorted(ts, st[mine], "right") - 1  # as latest(): the latest exec at or before the start
+        found = last >= 0
+        hit[mine[found]], at[mine[found]] = points[last[found]], ts[last[found]]
+    return hit, at
+
+
+def _graph_links(prof: Profile, execs: _Execs, spans: dict[int, int], graphs: dict[int, int]) -> None:
+    """Each JIT graph batch's exec (the latest on its device before its first entry), and each entry's: one of its
+    own name recorded since its batch's (HCQ2 batches gather kernels launched one by one), else the batch's."""
+    batches = [g for g, batch in enumerate(prof.graphs) if batch.entries]
+    starts = prof.spans.batch_extents([prof.graphs[g].entries for g in batches])[0].tolist()
+    linked, entries = [], []
+    for g, st in zip(batches, starts, strict=True):
+        hit = execs.latest(execs.kernels.get(prof.graphs[g].device, []), st)
+        if hit is not None:
+            graphs[g] = hit
+            linked.append(hit)
+            entries.append(prof.graphs[g].entries)
+    if not entries:
+        return
+    sizes = [len(e) for e in entries]
+    rows = np.fromiter(chain.from_iterable(entries), np.int64, sum(sizes))
+    if rows.min() < -len(prof.spans) or rows.max() >= len(prof.spans):
+        raise IndexError("span row out of range")
+    batch = np.repeat(np.array(linked, np.int64), sizes)
+    batch_ts = np.repeat(np.array([prof.points[i].ts for i in linked], np.int64), sizes)
+    own, own_ts = _latest_named(execs, prof.spans, rows)
+    spans.update(zip(rows.tolist(), np.where((own >= 0) & (own_ts >= batch_ts), own, batch).tolist(), strict=True))
 
 
 def link_launches(prof: Profile, device_spans: Iterable[int] | None = None) -> LaunchLinks:
@@ -128,25 +177,19 @@ def link_launches(prof: Profile, device_spans: Iterable[int] | None = None) -> L
     graphs: dict[int, int] = {}
     if not execs.kernels:
         return LaunchLinks(spans, graphs)
-    batches = [g for g, batch in enumerate(prof.graphs) if batch.entries]
-    starts = prof.spans.batch_extents([prof.graphs[g].entries for g in batches])[0].tolist()
-    for g, st in zip(batches, starts, strict=True):
-        entries = prof.graphs[g].entries
-        hit = execs.latest(execs.kernels.get(prof.graphs[g].device, []), st)
-        if hit is not None:
-            graphs[g] = hit
-            spans.update((i, _entry_launch(prof, execs, s, hit)) for i, s in zip(entries, prof.spans.rows(entries),
-                                                                                  strict=True))
+    _graph_links(prof, execs, spans, graphs)
     if device_spans is None:
         device_spans = prof.spans.where_device(lambda d: d not in HOST)
-    device_spans = np.asarray(device_spans, np.int64)
-    for i, s in zip(device_spans.tolist(), prof.spans.rows(device_spans), strict=True):
-        if s.graph >= 0:
-            continue
-        hit = execs.latest(execs.named.get((s.device, function_name(s.key.name)), []), s.st)
-        if hit is None and is_copy(s):
-            hit = execs.copy(s.key.name, s.st)
-        if hit is not None:
+    table = prof.spans
+    rows = np.asarray(device_spans, np.int64)
+    rows = rows[table.graph[rows] < 0]
+    hits = _latest_named(execs, table, rows)[0]
+    copies = table.copies(rows)
+    for i, hit, copy in zip(rows.tolist(), hits.tolist(), copies.tolist(), strict=True):
+        if hit < 0 and copy:
+            hit = execs.copy(table.keys[table.key[i]].name, int(table.st[i]))
+            hit = -1 if hit is None else hit
+        if hit >= 0:
             spans[i] = hit
     return LaunchLinks(spans, graphs)
 
@@ -185,35 +228,61 @@ def add_launches(tl: Timeline, track: Track, prof: Profile, links: LaunchLinks, 
     device slice it started; those slices get the launch latency (in the launch table, and in their args for
     display), a JIT graph entry its batch's buffers, a copy the bytes its destination buffer holds (and the
     bandwidth) when its range does not say."""
+    at, copies = _add_instants(tl, track, prof, links, exec_args)
+    spans, batches = placed.spans, placed.batches
+    rows = np.fromiter(links.spans.keys(), np.int64, len(links.spans))
+    in_graph = (prof.spans.graph[rows] >= 0).tolist()
+    targets = [(spans[s], i, g) for (s, i), g in zip(links.spans.items(), in_graph, strict=True) if s in spans]
+    targets += [(batches[g], i, True) for g, i in links.graphs.items() if g in batches]
+    first: dict[int, int] = {}  # launch track uuid → its first row in the launch table
+    table_rows, table_execs, latencies = (array("q") for _ in range(3))
+    for (dst, j), i, graph in map(targets.__getitem__, _by_time(targets).tolist()):
+        tl.flow(track, at[i], dst, j, FLOW_LAUNCH)
+        pt, args = prof.points[i], dst.args.setdefault(j, {})
+        latency = args[ARG_LAUNCH_LATENCY] = dst.ts[j] - pt.ts
+        row = first.get(dst.uuid)
+        if row is None:
+            row = first[dst.uuid] = tl.launches.row(dst.uuid, 0)
+        table_rows.append(row + j)
+        table_execs.append(i)
+        latencies.append(latency)
+        if graph and "buffers" not in args:
+            args.update(exec_args(pt.key, pt.arg))
+        if i in copies and ARG_BYTES not in args:
+            _copy_bytes(args, pt.arg, exec_args.buffers, dst.dur[j])
+    tl.launches.link(*(np.frombuffer(c, np.int64) for c in (table_rows, table_execs, latencies)))
+
+
+def _add_instants(tl: Timeline, track: Track, prof: Profile, links: LaunchLinks, exec_args: ExecArgs
+                  ) -> tuple[dict[int, int], set[int]]:
+    """The instants of the execs that launched something, by time: each exec's event index, and the copies'."""
     used = sorted(set(links.spans.values()) | set(links.graphs.values()), key=lambda i: (prof.points[i].ts, i))
     at: dict[int, int] = {}
+    names: dict[str, tuple[int, bool]] = {}  # exec name → (its instant's name id, is it a copy)
+    copies = set()
     for i in used:
         pt = prof.points[i]
         at[i] = len(track)
+        named = names.get(pt.arg.name)
+        if named is None:  # padded for DEBUG lines
+            named = names[pt.arg.name] = (tl.intern(LAUNCH_PREFIX + " ".join(pt.arg.name.split())),
+                                          copy_ends(pt.arg.name) is not None)
+        if named[1]:
+            copies.add(i)
         track.ts.append(pt.ts)
         track.dur.append(-1)
-        track.names.append(tl.intern(LAUNCH_PREFIX + " ".join(pt.arg.name.split())))  # padded for DEBUG lines
+        track.names.append(named[0])
         track.args[at[i]] = {"device": pt.device, **exec_args(pt.key, pt.arg)}
-    spans, batches, graph = placed.spans, placed.batches, prof.spans.graph
-    targets = [(spans[s], i, graph[s] >= 0) for s, i in links.spans.items() if s in spans]
-    targets += [(batches[g], i, True) for g, i in links.graphs.items() if g in batches]
-    for (dst, j), i, in_graph in map(targets.__getitem__, _by_time(targets).tolist()):
-        tl.flow(track, at[i], dst, j, FLOW_LAUNCH)
-        pt, args = prof.points[i], dst.args.setdefault(j, {})
-        args[ARG_LAUNCH_LATENCY] = dst.ts[j] - pt.ts
-        tl.launches.link(tl.launches.row(dst.uuid, j), i, args[ARG_LAUNCH_LATENCY])
-        if in_graph and "buffers" not in args:
-            args.update(exec_args(pt.key, pt.arg))
-        if copy_ends(pt.arg.name) is not None and ARG_BYTES not in args:
-            _copy_bytes(args, pt.arg, exec_args.buffers, dst.dur[j])
+    return at, copies
 
 
 def _by_time(targets: list) -> np.ndarray:
     """The order of launch targets ((track, event), exec, in graph) by their event's time, track and index: columns
     sorted at once (a key tuple per launch would cost a long run hundreds of MB at its memory peak)."""
-    def column(f: Any) -> np.ndarray:
-        return np.fromiter((f(dst, j) for (dst, j), _, _ in targets), np.int64, len(targets))
-    return np.lexsort((column(lambda dst, j: j), column(lambda dst, j: dst.uuid), column(lambda dst, j: dst.ts[j])))
+    n = len(targets)
+    return np.lexsort((np.fromiter((j for (_, j), _, _ in targets), np.int64, n),
+                       np.fromiter((dst.uuid for (dst, _), _, _ in targets), np.int64, n),
+                       np.fromiter((dst.ts[j] for (dst, j), _, _ in targets), np.int64, n)))
 
 
 def _copy_bytes(args: dict, e: Exec, buffers: dict[Any, Alloc], dur: int) -> None:
