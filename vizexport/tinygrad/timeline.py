@@ -253,6 +253,10 @@ class _Builder:
         self.pmc: dict[int, dict] = {}
         self._named: dict[tuple[str, str], tuple[list[int], list]] = {}  # (device, kernel) → its exec events
         self.parts = _KeyParts()
+        # what device spans show of their Key, and of their program key, made once per object
+        self._key_args = _Once(lambda k: _key_args(k, self.parts)[1])
+        self._key_frames = _Once(lambda k: self.parts.frames(k.tb))
+        self._hex = _Once(bytes.hex)
 
     def build(self) -> Timeline:
         columns, spans_by_dev = self._columns()
@@ -380,7 +384,7 @@ class _Builder:
             args[j] = {**a, **self.pmc[i]} if i in self.pmc else a
             if fig is not None:
                 figures[j] = [np.nan if v is None else v for v in fig]
-        frames = [self.parts.frames(s.key.tb) for s in sub] if CALLSTACKS in self.stages else [None] * len(sub)
+        frames = [self._key_frames(s.key) for s in sub] if CALLSTACKS in self.stages else [None] * len(sub)
         keys = np.empty(len(sub), object)
         keys[:] = [s.profile_key for s in sub]
         return _TrackColumns(at, st, dur, lanes, np.arange(len(sub), dtype=np.int32), names, args, frames,
@@ -395,7 +399,7 @@ class _Builder:
             if ctx is None:
                 return k.name, {}, None
             return ctx.key.name, {}, self._figures(s, ctx, self._exec_for(execs, s.st))
-        args, dur = dict(_key_args(k, self.parts)[1]), (s.en or s.st) - s.st
+        args, dur = dict(self._key_args(k)), (s.en or s.st) - s.st
         if ctx is None and is_copy(s):  # a range linked to a kernel is one (0.11 flags every CPU range a copy)
             if isinstance(k.ret, int):
                 args[ARG_BYTES] = k.ret
@@ -409,7 +413,7 @@ class _Builder:
         if figures is not None:
             args.update(rate_args(figures, dur))
         if s.profile_key is not None:
-            args[ARG_PROGRAM] = s.profile_key.hex()
+            args[ARG_PROGRAM] = self._hex(s.profile_key)
         return k.name if ctx is None else ctx.key.name, args, figures
 
     def _figures(self, s: Span, ctx: Any, ex: tuple[Any, Exec] | None) -> LaunchFigures | None:
@@ -497,12 +501,16 @@ class _Builder:
         lanes = _lanes([lt.st for lt in found], [lt.en for lt in found])
         tracks = [self.tl.add_track(f"{dev} Buffers", group, "slice", Role.BUFFERS) for _ in range(max(lanes) + 1)] \
             if lanes else []
+        names: dict[tuple[int, str], int] = {}  # (bytes, dtype) → the name id of its buffers' slices
         for lane, lt in zip(lanes, found, strict=True):
             track = tracks[lane]
             track.args[len(track)] = lt.args()
             track.ts.append(lt.st)
             track.dur.append(lt.en - lt.st)
-            track.names.append(self.tl.intern(lt.name()))
+            sid = names.get((lt.alloc.nbytes, lt.alloc.dtype))
+            if sid is None:
+                sid = names[(lt.alloc.nbytes, lt.alloc.dtype)] = self.tl.intern(lt.name())
+            track.names.append(sid)
 
     def _metadata(self) -> None:
         """The trace's name, the tinygrad release that wrote the profile and each device's properties."""
