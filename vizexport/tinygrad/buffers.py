@@ -21,7 +21,7 @@ _KINDS = frozenset({"alloc", "free", "exec"})  # the points lifetimes read
 MAX_USERS = 256  # users listed per buffer: a weight read by every step of a long run would make args of megabytes
 
 
-@dataclass
+@dataclass(slots=True)  # a long run's hundreds of thousands
 class Lifetime:
     device: str
     key: Any

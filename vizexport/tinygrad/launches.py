@@ -212,8 +212,11 @@ class ExecArgs:
     def _make(self, key: Any, e: Exec) -> dict:
         bufs = []
         for n, b in enumerate(e.bufs):
+            buf = {"buf": b, "mode": e.mode(n)}
             a = self.buffers.get(b)
-            bufs.append({"buf": b, "mode": e.mode(n), **({"bytes": a.nbytes, "dtype": a.dtype} if a else {})})
+            if a:
+                buf["bytes"], buf["dtype"] = a.nbytes, a.dtype
+            bufs.append(buf)
         args: dict = {ARG_EXEC: key, "buffers": bufs}
         if e.var_vals:
             args["var_vals"] = dict(e.var_vals)
