@@ -85,15 +85,19 @@ class _Execs:
         self.named: dict[tuple[str, str], list[tuple[int, int]]] = defaultdict(list)  # (device, function name)
         self.kernels: dict[str, list[tuple[int, int]]] = defaultdict(list)  # device → any non-copy exec
         self.copies: list[tuple[int, int, str, str]] = []  # (ts, point index, source, destination)
+        names: dict[str, tuple[str, str] | str] = {}  # exec name → the ends it copies between, or its function name
         for i, pt in enumerate(prof.points):
             if pt.kind != "exec" or not isinstance(pt.arg, Exec):
                 continue
-            ends = copy_ends(pt.arg.name)
-            if ends is not None:
-                self.copies.append((pt.ts, i, *ends))
+            kind = names.get(pt.arg.name)
+            if kind is None:
+                kind = names[pt.arg.name] = copy_ends(pt.arg.name) or function_name(pt.arg.name)
+            row = (pt.ts, i)
+            if type(kind) is tuple:
+                self.copies.append((pt.ts, i, *kind))
             else:
-                self.named[(pt.device, function_name(pt.arg.name))].append((pt.ts, i))
-            self.kernels[pt.device].append((pt.ts, i))
+                self.named[(pt.device, kind)].append(row)
+            self.kernels[pt.device].append(row)
         for rows in (*self.named.values(), *self.kernels.values(), self.copies):
             rows.sort()
         self.copy_ts = [c[0] for c in self.copies]

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..devices import HOST, device_root, is_copy, is_copy_engine, natural
+from ..devices import HOST, device_root, is_copy_engine, natural
 from ..forks import SERIAL, Executor
 from ..launchtable import CATEGORIES, GRAPH, LaunchRows, LaunchTableBuilder
 from ..limits import TEXT_CAP, capped
@@ -378,8 +378,10 @@ class _Builder:
         sub = self.p.spans.rows(at)
         names, args = [], np.empty(len(sub), object)
         figures = np.full((len(sub), 3), np.nan)
+        launched = self._execs_at(execs, st).tolist()
+        copies = self.p.spans.copies(at).tolist()
         for j, (s, i) in enumerate(zip(sub, at.tolist(), strict=True)):
-            name, a, fig = self._device_name_args(s, execs)
+            name, a, fig = self._device_name_args(s, self._exec_row(execs, launched[j]), copies[j])
             names.append(name)
             args[j] = {**a, **self.pmc[i]} if i in self.pmc else a
             if fig is not None:
@@ -390,23 +392,23 @@ class _Builder:
         return _TrackColumns(at, st, dur, lanes, np.arange(len(sub), dtype=np.int32), names, args, frames,
                              _Launches(keys, figures))
 
-    def _device_name_args(self, s: Span, execs: list | None) -> tuple[str, dict, LaunchFigures | None]:
+    def _device_name_args(self, s: Span, ex: tuple[Any, Exec] | None, copy: bool
+                          ) -> tuple[str, dict, LaunchFigures | None]:
         """A device span's name as shown, its args (SLICE_ARGS; else none), and its estimated figures (None
-        without)."""
+        without); `ex`: its device's latest exec at or before its start (_exec_for), `copy`: is_copy(s)."""
         k = s.key
         ctx = self.est.lookup(s.profile_key, k.name) if self.est is not None else None
         if SLICE_ARGS not in self.stages:  # what analyses read: the name and the figures
             if ctx is None:
                 return k.name, {}, None
-            return ctx.key.name, {}, self._figures(s, ctx, self._exec_for(execs, s.st))
+            return ctx.key.name, {}, self._figures(s, ctx, ex)
         args, dur = dict(self._key_args(k)), (s.en or s.st) - s.st
-        if ctx is None and is_copy(s):  # a range linked to a kernel is one (0.11 flags every CPU range a copy)
+        if ctx is None and copy:  # a range linked to a kernel is one (0.11 flags every CPU range a copy)
             if isinstance(k.ret, int):
                 args[ARG_BYTES] = k.ret
                 if dur > 0:
                     args[ARG_GBS] = round(k.ret / dur, 3)
             return k.name, args, None
-        ex = self._exec_for(execs, s.st)
         if ex is not None and s.graph < 0 and LAUNCH_LINKS in self.stages:
             args.update(self.exec_args(*ex))
         figures = self._figures(s, ctx, ex) if ctx is not None else None
@@ -448,6 +450,17 @@ class _Builder:
             mine = [(t, r) for t, r in zip(ts, rows, strict=True) if r[2].name == name]
             hit = self._named[(device, name)] = ([t for t, _ in mine], [r for _, r in mine])
         return hit
+
+    @staticmethod
+    def _execs_at(execs: Any, st: np.ndarray) -> np.ndarray:
+        """As _exec_for, for many starts at once: the index of each one's exec in `execs`, -1 where none."""
+        if not execs:
+            return np.full(len(st), -1, np.int64)
+        return np.searchsorted(np.array(execs[0], np.int64), st, "right") - 1
+
+    @staticmethod
+    def _exec_row(execs: Any, i: int) -> tuple[Any, Exec] | None:
+        return (execs[1][i][1], execs[1][i][2]) if i >= 0 else None
 
     @staticmethod
     def _exec_for(execs: Any, st: int) -> tuple[Any, Exec] | None:
