@@ -25,12 +25,13 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import chain
+from itertools import chain, islice
 from typing import Any
 
 import numpy as np
 
 from ..devices import HOST
+from ..launchtable import LaunchTable
 from ..records import Alloc, Exec, Profile, SpanTable
 from ..timeline import ARG_BYTES, ARG_EXEC, ARG_GBS, ARG_LAUNCH_LATENCY, ARG_METADATA, FLOW_LAUNCH, Timeline, Track
 
@@ -40,6 +41,7 @@ LAUNCHES = "TINY"  # the host root whose `Launches` track holds the exec events 
 _COPY_EXEC = re.compile(r"^copy\b[^,]*,\s*(\S+)\s*<-\s*(\S+)\s*$")  # "copy 256 B, NULL:1 <- NULL": dest, src
 _COPY_RANGE = re.compile(r"^(\S+)\s*->\s*(\S+)$")  # "NULL -> NULL:1": src, dest
 _HOST_MEMORY = "TINY"  # how copy ranges name host memory; execs say PYTHON (or CPU for the host device)
+_CHUNK = 1 << 16  # launches handled at a time where a column of all of them would cost a long run tens of MB
 _WORD = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 
 
@@ -170,7 +172,9 @@ def _graph_links(prof: Profile, execs: _Execs, spans: dict[int, int], graphs: di
     batch = np.repeat(np.array(linked, np.int64), sizes)
     batch_ts = np.repeat(np.array([prof.points[i].ts for i in linked], np.int64), sizes)
     own, own_ts = _latest_named(execs, prof.spans, rows)
-    spans.update(zip(rows.tolist(), np.where((own >= 0) & (own_ts >= batch_ts), own, batch).tolist(), strict=True))
+    hits = np.where((own >= 0) & (own_ts >= batch_ts), own, batch)
+    for at in range(0, len(rows), _CHUNK):
+        spans.update(zip(rows[at:at + _CHUNK].tolist(), hits[at:at + _CHUNK].tolist(), strict=True))
 
 
 def link_launches(prof: Profile, device_spans: Iterable[int] | None = None) -> LaunchLinks:
@@ -187,14 +191,15 @@ def link_launches(prof: Profile, device_spans: Iterable[int] | None = None) -> L
     table = prof.spans
     rows = np.asarray(device_spans, np.int64)
     rows = rows[table.graph[rows] < 0]
-    hits = _latest_named(execs, table, rows)[0]
-    copies = table.copies(rows)
-    for i, hit, copy in zip(rows.tolist(), hits.tolist(), copies.tolist(), strict=True):
-        if hit < 0 and copy:
-            hit = execs.copy(table.keys[table.key[i]].name, int(table.st[i]))
-            hit = -1 if hit is None else hit
-        if hit >= 0:
-            spans[i] = hit
+    hits, copies = _latest_named(execs, table, rows)[0], table.copies(rows)
+    for at in range(0, len(rows), _CHUNK):
+        part = slice(at, at + _CHUNK)
+        for i, hit, copy in zip(rows[part].tolist(), hits[part].tolist(), copies[part].tolist(), strict=True):
+            if hit < 0 and copy:
+                hit = execs.copy(table.keys[table.key[i]].name, int(table.st[i]))
+                hit = -1 if hit is None else hit
+            if hit >= 0:
+                spans[i] = hit
     return LaunchLinks(spans, graphs)
 
 
@@ -236,28 +241,52 @@ def add_launches(tl: Timeline, track: Track, prof: Profile, links: LaunchLinks, 
     display), a JIT graph entry its batch's buffers, a copy the bytes its destination buffer holds (and the
     bandwidth) when its range does not say."""
     at, copies = _add_instants(tl, track, prof, links, exec_args)
-    spans, batches = placed.spans, placed.batches
-    rows = np.fromiter(links.spans.keys(), np.int64, len(links.spans))
-    in_graph = (prof.spans.graph[rows] >= 0).tolist()
-    targets = [(spans[s], i, g) for (s, i), g in zip(links.spans.items(), in_graph, strict=True) if s in spans]
-    targets += [(batches[g], i, True) for g, i in links.graphs.items() if g in batches]
-    first: dict[int, int] = {}  # launch track uuid → its first row in the launch table
-    table_rows, table_execs, latencies = (array("q") for _ in range(3))
+    targets = _targets(prof, links, placed)
+    table = _TableLinks(tl.launches)
     for (dst, j), i, graph in map(targets.__getitem__, _by_time(targets).tolist()):
         tl.flow(track, at[i], dst, j, FLOW_LAUNCH)
         pt, args = prof.points[i], dst.args.setdefault(j, {})
         latency = args[ARG_LAUNCH_LATENCY] = dst.ts[j] - pt.ts
-        row = first.get(dst.uuid)
-        if row is None:
-            row = first[dst.uuid] = tl.launches.row(dst.uuid, 0)
-        table_rows.append(row + j)
-        table_execs.append(i)
-        latencies.append(latency)
+        table.add(dst.uuid, j, i, latency)
         if graph and "buffers" not in args:
             args.update(exec_args(pt.key, pt.arg))
         if i in copies and ARG_BYTES not in args:
             _copy_bytes(args, pt.arg, exec_args.buffers, dst.dur[j])
-    tl.launches.link(*(np.frombuffer(c, np.int64) for c in (table_rows, table_execs, latencies)))
+    table.flush()
+
+
+def _targets(prof: Profile, links: LaunchLinks, placed: Placed) -> list[tuple[tuple[Track, int], int, bool]]:
+    """Where each linked launch went: ((its track, its event), its exec, is it in a JIT graph), spans then batches."""
+    spans, graph, out = placed.spans, prof.spans.graph, []
+    items = iter(links.spans.items())
+    while chunk := list(islice(items, _CHUNK)):
+        in_graph = (graph[np.fromiter((s for s, _ in chunk), np.int64, len(chunk))] >= 0).tolist()
+        out += [(spans[s], i, g) for (s, i), g in zip(chunk, in_graph, strict=True) if s in spans]
+    out += [(placed.batches[g], i, True) for g, i in links.graphs.items() if g in placed.batches]
+    return out
+
+
+class _TableLinks:
+    """Launch table links (LaunchTable.link), set a chunk at a time: a column per launch would cost a long run tens of
+    MB at its memory peak, a launch at a time a numpy call each."""
+
+    def __init__(self, table: LaunchTable) -> None:
+        self.table, self.first = table, {}  # launch track uuid → its first row
+        self.rows, self.execs, self.latencies = array("q"), array("q"), array("q")
+
+    def add(self, uuid: int, j: int, exec_point: int, latency: int) -> None:
+        first = self.first.get(uuid)
+        if first is None:
+            first = self.first[uuid] = self.table.row(uuid, 0)
+        self.rows.append(first + j)
+        self.execs.append(exec_point)
+        self.latencies.append(latency)
+        if len(self.rows) >= _CHUNK:
+            self.flush()
+
+    def flush(self) -> None:
+        self.table.link(*(np.frombuffer(c, np.int64) for c in (self.rows, self.execs, self.latencies)))
+        self.rows, self.execs, self.latencies = array("q"), array("q"), array("q")
 
 
 def _add_instants(tl: Timeline, track: Track, prof: Profile, links: LaunchLinks, exec_args: ExecArgs
