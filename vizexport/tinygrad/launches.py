@@ -71,13 +71,35 @@ class LaunchLinks:
     graphs: dict[int, int]
 
 
-@dataclass(frozen=True)
 class Placed:
     """Where the timeline put the device work: each device span (by index into Profile.spans) and each graph batch
-    (by index into Profile.graphs) → (its track, its event's index there)."""
+    (by index into Profile.graphs) → (its track, its event's index there). Spans are kept as columns per track (a
+    long run places a million: a dict entry and a tuple each would cost ~100 MB)."""
 
-    spans: dict[int, tuple[Track, int]]
-    batches: dict[int, tuple[Track, int]]
+    def __init__(self) -> None:
+        self.batches: dict[int, tuple[Track, int]] = {}
+        self.tracks: list[Track] = []  # the tracks that hold spans, by code
+        self._rows: list[np.ndarray] = []  # the spans on each, in event order
+        self._index: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # rows sorted, their track and event
+
+    def add_spans(self, track: Track, rows: np.ndarray) -> None:
+        """Spans `rows` (indexes into Profile.spans) are events 0, 1, … of `track` (a span placed again moves)."""
+        self.tracks.append(track)
+        self._rows.append(np.asarray(rows, np.int64))
+        self._index = None
+
+    def spans(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Which of `rows` were placed (bool), and for each its track's code and its event's index (where placed)."""
+        if self._index is None:
+            placed = np.concatenate(self._rows or [np.zeros(0, np.int64)])
+            tracks = np.repeat(np.arange(len(self._rows), dtype=np.int32), [len(r) for r in self._rows])
+            events = np.concatenate([np.arange(len(r), dtype=np.int64) for r in self._rows] or [placed])
+            order = np.argsort(placed, kind="stable")  # the last placing of a row is the one found
+            self._index = placed[order], tracks[order], events[order]
+        placed, tracks, events = self._index
+        at = np.searchsorted(placed, rows, "right") - 1
+        found = (at >= 0) & (placed[np.maximum(at, 0)] == rows) if len(placed) else np.zeros(len(rows), np.bool_)
+        return found, tracks[at[found]], events[at[found]]
 
 
 class _Execs:
@@ -257,11 +279,14 @@ def add_launches(tl: Timeline, track: Track, prof: Profile, links: LaunchLinks, 
 
 def _targets(prof: Profile, links: LaunchLinks, placed: Placed) -> list[tuple[tuple[Track, int], int, bool]]:
     """Where each linked launch went: ((its track, its event), its exec, is it in a JIT graph), spans then batches."""
-    spans, graph, out = placed.spans, prof.spans.graph, []
+    graph, tracks, out = prof.spans.graph, placed.tracks, []
     items = iter(links.spans.items())
     while chunk := list(islice(items, _CHUNK)):
-        in_graph = (graph[np.fromiter((s for s, _ in chunk), np.int64, len(chunk))] >= 0).tolist()
-        out += [(spans[s], i, g) for (s, i), g in zip(chunk, in_graph, strict=True) if s in spans]
+        rows = np.fromiter((s for s, _ in chunk), np.int64, len(chunk))
+        found, track, event = placed.spans(rows)
+        launched = np.fromiter((i for _, i in chunk), np.int64, len(chunk))[found]
+        out += [((tracks[t], j), i, g) for t, j, i, g in zip(track.tolist(), event.tolist(), launched.tolist(),
+                                                             (graph[rows[found]] >= 0).tolist(), strict=True)]
     out += [(placed.batches[g], i, True) for g, i in links.graphs.items() if g in placed.batches]
     return out
 

@@ -14,6 +14,7 @@ args they show), and what it reads is the same as in the full build.
 from __future__ import annotations
 
 import bisect
+from array import array
 from collections import defaultdict
 from dataclasses import dataclass
 from functools import cached_property, partial
@@ -247,7 +248,7 @@ class _Builder:
         self.stages, self.executor = stages, executor
         self.est = LaunchEstimates(rewrites) if rewrites is not None else None
         self.programs = ProgramIndex(rewrites.contexts) if rewrites is not None else None  # UOps, for categories
-        self.placed = Placed({}, {})  # where device spans and graph batches went
+        self.placed = Placed()  # where device spans and graph batches went
         self.table = LaunchTableBuilder()
         self._categories: dict[tuple[int, bytes | None, Role], int] = {}  # (name id, program, role) → category code
         self.pmc: dict[int, dict] = {}
@@ -352,7 +353,7 @@ class _Builder:
             track.args = dict(zip(with_args.tolist(), c.args[rows[with_args]].tolist(), strict=True))
             track.stacks = dict(zip(with_stack.tolist(), stacks[at][with_stack].tolist(), strict=True))
             if c.idx is not None:
-                self.placed.spans.update((i, (track, n)) for n, i in enumerate(c.idx[at].tolist()))
+                self.placed.add_spans(track, c.idx[at])
             if c.launches is not None:
                 keys = c.launches.keys[at]
                 self.table.add(track.uuid, _launch_rows(track, keys, self._category_codes(track, keys),
@@ -494,13 +495,22 @@ class _Builder:
                                                     np.full((len(track), 3), np.nan)))
 
     def _flows(self) -> None:
-        """Graph dependencies: a flow from each entry an entry waits for to that entry."""
+        """Graph dependencies: a flow from each entry an entry waits for to that entry (placed entries looked up at
+        once)."""
+        edges = array("q")  # (the entry waited for, the entry) as span rows, in order
         for g in self.p.graphs:
             for i, deps in enumerate(g.deps or ()):
                 for d in deps if isinstance(deps, (list, tuple)) else (deps,):
-                    if not (isinstance(d, int) and 0 <= d < len(g.entries) and i < len(g.entries)):
-                        continue
-                    self.tl.flow(*self.placed.spans[g.entries[d]], *self.placed.spans[g.entries[i]])
+                    if isinstance(d, int) and 0 <= d < len(g.entries) and i < len(g.entries):
+                        edges.extend((g.entries[d], g.entries[i]))
+        rows = np.frombuffer(edges, np.int64)
+        found, tracks, events = self.placed.spans(rows)
+        if not found.all():
+            raise KeyError(int(rows[np.argmin(found)]))
+        t = self.placed.tracks
+        for a, i, b, j in zip(*(x.tolist() for x in (tracks[0::2], events[0::2], tracks[1::2], events[1::2])),
+                              strict=True):
+            self.tl.flow(t[a], i, t[b], j)
 
     def _memory(self, group: Track, dev: str, ts: list[int], totals: list[int]) -> None:
         """Live buffer bytes over time (Profile.memory): its maximum is the device's peak."""
