@@ -7,12 +7,13 @@ import re
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from vizexport import load_profile
 from vizexport.devices import HOST
-from vizexport.timeline import ARG_BYTES, ARG_GBS, ARG_LAUNCH_LATENCY, FLOW_LAUNCH
-from vizexport.tinygrad.launches import LAUNCH_PREFIX, function_name, link_launches
+from vizexport.timeline import ARG_BYTES, ARG_GBS, ARG_LAUNCH_LATENCY, FLOW_LAUNCH, Role, Timeline
+from vizexport.tinygrad.launches import LAUNCH_PREFIX, Placed, function_name, link_launches
 from vizexport.tinygrad.timeline import build_timeline
 
 from .conftest import FIXTURES, ROOT, run_cli, tpq, trace_params
@@ -135,3 +136,18 @@ def test_copy_bytes_on_a_two_device_run():
                 if ARG_LAUNCH_LATENCY in t.args[i]]
     assert len(launched) == 21 and sum("buffers" in a for a in launched) == 19  # all but the two copies
     assert all(b["mode"] and "buf" in b for a in launched for b in a.get("buffers", ()))
+
+
+def test_placed_spans_are_found_as_placed():
+    """Placed.spans: each span row's track and event, the latest placing of a row winning, rows never placed (or out
+    of range, or negative) not found."""
+    tl = Timeline()
+    a, b = (tl.add_track(n, None, "slice", Role.QUEUE) for n in ("A", "B"))
+    placed = Placed()
+    assert placed.spans(np.array([0, 5]))[0].tolist() == [False, False]  # nothing placed yet
+    placed.add_spans(a, np.array([7, 3, 9]))
+    placed.add_spans(b, np.array([4, 9]))  # 9 placed again: on b now
+    found, tracks, events = placed.spans(np.array([9, 3, 0, 4, -1, 7, 100]))
+    assert found.tolist() == [True, True, False, True, False, True, False]
+    assert [(placed.tracks[t].name, j) for t, j in zip(tracks.tolist(), events.tolist(), strict=True)] == \
+        [("B", 1), ("A", 1), ("B", 0), ("A", 0)]
