@@ -125,16 +125,14 @@ class _Execs:
         for rows in (*self.named.values(), *self.kernels.values(), self.copies):
             rows.sort()
         self.copy_ts = [c[0] for c in self.copies]
-        self._columns: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}
 
-    def named_columns(self, device: str, function: str) -> tuple[np.ndarray, np.ndarray]:
-        """The execs of one function name on a device as columns: their times and point indexes, sorted."""
-        hit = self._columns.get((device, function))
-        if hit is None:
-            rows = self.named.get((device, function), [])
-            hit = self._columns[(device, function)] = (np.array([t for t, _ in rows], np.int64),
-                                                       np.array([i for _, i in rows], np.int64))
-        return hit
+    def named_columns(self, groups: dict[tuple[str, str], int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The execs of these (device, function name) groups as columns sorted by (group code, time, index): each
+        one's group code, time and point index."""
+        parts = [self.named.get(key, []) for key in groups]  # in code order, each sorted by (time, index)
+        sizes = [len(part) for part in parts]
+        flat = np.fromiter(chain.from_iterable(chain.from_iterable(parts)), np.int64, 2 * sum(sizes)).reshape(-1, 2)
+        return np.repeat(np.arange(len(parts), dtype=np.int64), sizes), flat[:, 0].copy(), flat[:, 1].copy()
 
     @staticmethod
     def latest(rows: list[tuple[int, int]], st: int) -> int | None:
@@ -155,21 +153,23 @@ class _Execs:
 
 def _latest_named(execs: _Execs, table: SpanTable, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per row of `table`: the latest exec of its own name on its own device at or before its start (index into
-    Profile.points), -1 where none; with that exec's time (0 where none). Rows are grouped by (device, Key), each
-    group looked up at once."""
+    Profile.points), -1 where none; with that exec's time (0 where none). All rows are looked up at once, however
+    many names they have: rows and execs are keyed by (their (device, function name) group, their time's rank)."""
     hit, at = np.full(len(rows), -1, np.int64), np.zeros(len(rows), np.int64)
     if not len(rows):
         return hit, at
-    pair = table.device[rows].astype(np.int64) * max(len(table.keys), 1) + table.key[rows]
-    order = np.argsort(pair, kind="stable")
-    first = np.flatnonzero(np.diff(pair[order], prepend=-1))
-    st = table.st[rows]
-    for u, mine in zip(pair[order[first]].tolist(), np.split(order, first[1:]), strict=True):
-        d, k = divmod(u, max(len(table.keys), 1))
-        ts, points = execs.named_columns(table.devices[d], function_name(table.keys[k].name))
-        last = np.searchsorted(ts, st[mine], "right") - 1  # as latest(): the latest exec at or before the start
-        found = last >= 0
-        hit[mine[found]], at[mine[found]] = points[last[found]], ts[last[found]]
+    n_keys = max(len(table.keys), 1)
+    pairs, pair_of = np.unique(table.device[rows].astype(np.int64) * n_keys + table.key[rows], return_inverse=True)
+    groups: dict[tuple[str, str], int] = {}  # (device, function name) → its code, in order of first use
+    group = np.array([groups.setdefault((table.devices[d], function_name(table.keys[k].name)), len(groups))
+                      for d, k in (divmod(u, n_keys) for u in pairs.tolist())], np.int64)[pair_of.reshape(-1)]
+    ex_group, ex_ts, ex_point = execs.named_columns(groups)
+    times, rank = np.unique(np.concatenate((ex_ts, table.st[rows])), return_inverse=True)
+    rank = rank.reshape(-1)
+    ex_key = ex_group * (len(times) + 1) + rank[:len(ex_ts)]  # sorted: execs are sorted by (group, time, index)
+    last = np.searchsorted(ex_key, group * (len(times) + 1) + rank[len(ex_ts):], "right") - 1
+    found = (last >= 0) & (ex_group[np.maximum(last, 0)] == group) if len(ex_key) else np.zeros(len(rows), np.bool_)
+    hit[found], at[found] = ex_point[last[found]], ex_ts[last[found]]
     return hit, at
 
 
