@@ -3,6 +3,7 @@ launch latency, copy bytes, a JIT graph entry's buffers, checked in the real tra
 from __future__ import annotations
 
 import gzip
+import random
 import re
 from collections import Counter
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 
 from vizexport import load_profile
 from vizexport.devices import HOST
+from vizexport.records import Alloc, Exec, Key, Point, Profile, Release, Span, SpanTable
 from vizexport.timeline import ARG_BYTES, ARG_GBS, ARG_LAUNCH_LATENCY, FLOW_LAUNCH, Role, Timeline
 from vizexport.tinygrad.launches import LAUNCH_PREFIX, Placed, function_name, link_launches
 from vizexport.tinygrad.timeline import build_timeline
@@ -151,3 +153,26 @@ def test_placed_spans_are_found_as_placed():
     assert found.tolist() == [True, True, False, True, False, True, False]
     assert [(placed.tracks[t].name, j) for t, j in zip(tracks.tolist(), events.tolist(), strict=True)] == \
         [("B", 1), ("A", 1), ("B", 0), ("A", 0)]
+
+
+def test_links_match_a_row_by_row_search():
+    """Each kernel range links to the latest exec of its own function name on its own device at or before its start
+    (the last recorded of those at one time), with many names, shared times, names on two devices and ranges before
+    any exec: as a search exec by exec finds it."""
+    rng = random.Random(7)
+    names = [f"k{n}" for n in range(40)] + ["r_(j*32)"]  # launched as r_28j2A3229
+    points = [Point(rng.choice(["NULL", "NULL:1"]), "exec", rng.randrange(0, 500, 5), n,
+                    Exec(rng.choice(names), None, {}, [], (), ())) for n in range(300)]
+    points.insert(100, Point("NULL", "alloc", 3, 0, Alloc(8, "float", 2)))  # not an exec: never linked
+    spans = [Span(rng.choice(["NULL", "NULL:1"]), Key(function_name(rng.choice(names))), rng.randrange(0, 520, 5),
+                  600) for _ in range(400)]
+    p = Profile("many", Release("0.14.0", "override", "test"), len(spans) + len(points))
+    p.spans, p.points = SpanTable.of(spans), points
+
+    def expected(s: Span) -> int | None:
+        mine = [(pt.ts, i) for i, pt in enumerate(points) if pt.kind == "exec" and pt.device == s.device
+                and function_name(pt.arg.name) == s.key.name and pt.ts <= s.st]
+        return max(mine)[1] if mine else None
+
+    want = {i: e for i, s in enumerate(spans) if (e := expected(s)) is not None}
+    assert link_launches(p).spans == want and 300 < len(want) < 400  # most link, some start before their first exec
