@@ -3,16 +3,19 @@ launch latency, copy bytes, a JIT graph entry's buffers, checked in the real tra
 from __future__ import annotations
 
 import gzip
+import random
 import re
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from vizexport import load_profile
 from vizexport.devices import HOST
-from vizexport.timeline import ARG_BYTES, ARG_GBS, ARG_LAUNCH_LATENCY, FLOW_LAUNCH
-from vizexport.tinygrad.launches import LAUNCH_PREFIX, function_name, link_launches
+from vizexport.records import Alloc, Exec, Key, Point, Profile, Release, Span, SpanTable
+from vizexport.timeline import ARG_BYTES, ARG_GBS, ARG_LAUNCH_LATENCY, FLOW_LAUNCH, Role, Timeline
+from vizexport.tinygrad.launches import LAUNCH_PREFIX, Placed, function_name, link_launches
 from vizexport.tinygrad.timeline import build_timeline
 
 from .conftest import FIXTURES, ROOT, run_cli, tpq, trace_params
@@ -135,3 +138,41 @@ def test_copy_bytes_on_a_two_device_run():
                 if ARG_LAUNCH_LATENCY in t.args[i]]
     assert len(launched) == 21 and sum("buffers" in a for a in launched) == 19  # all but the two copies
     assert all(b["mode"] and "buf" in b for a in launched for b in a.get("buffers", ()))
+
+
+def test_placed_spans_are_found_as_placed():
+    """Placed.spans: each span row's track and event, the latest placing of a row winning, rows never placed (or out
+    of range, or negative) not found."""
+    tl = Timeline()
+    a, b = (tl.add_track(n, None, "slice", Role.QUEUE) for n in ("A", "B"))
+    placed = Placed()
+    assert placed.spans(np.array([0, 5]))[0].tolist() == [False, False]  # nothing placed yet
+    placed.add_spans(a, np.array([7, 3, 9]))
+    placed.add_spans(b, np.array([4, 9]))  # 9 placed again: on b now
+    found, tracks, events = placed.spans(np.array([9, 3, 0, 4, -1, 7, 100]))
+    assert found.tolist() == [True, True, False, True, False, True, False]
+    assert [(placed.tracks[t].name, j) for t, j in zip(tracks.tolist(), events.tolist(), strict=True)] == \
+        [("B", 1), ("A", 1), ("B", 0), ("A", 0)]
+
+
+def test_links_match_a_row_by_row_search():
+    """Each kernel range links to the latest exec of its own function name on its own device at or before its start
+    (the last recorded of those at one time), with many names, shared times, names on two devices and ranges before
+    any exec: as a search exec by exec finds it."""
+    rng = random.Random(7)
+    names = [f"k{n}" for n in range(40)] + ["r_(j*32)"]  # launched as r_28j2A3229
+    points = [Point(rng.choice(["NULL", "NULL:1"]), "exec", rng.randrange(0, 500, 5), n,
+                    Exec(rng.choice(names), None, {}, [], (), ())) for n in range(300)]
+    points.insert(100, Point("NULL", "alloc", 3, 0, Alloc(8, "float", 2)))  # not an exec: never linked
+    spans = [Span(rng.choice(["NULL", "NULL:1"]), Key(function_name(rng.choice(names))), rng.randrange(0, 520, 5),
+                  600) for _ in range(400)]
+    p = Profile("many", Release("0.14.0", "override", "test"), len(spans) + len(points))
+    p.spans, p.points = SpanTable.of(spans), points
+
+    def expected(s: Span) -> int | None:
+        mine = [(pt.ts, i) for i, pt in enumerate(points) if pt.kind == "exec" and pt.device == s.device
+                and function_name(pt.arg.name) == s.key.name and pt.ts <= s.st]
+        return max(mine)[1] if mine else None
+
+    want = {i: e for i, s in enumerate(spans) if (e := expected(s)) is not None}
+    assert link_launches(p).spans == want and 300 < len(want) < 400  # most link, some start before their first exec

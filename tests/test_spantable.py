@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import vizexport
+from vizexport.devices import is_copy
 from vizexport.records import Key, Span, SpanTable
 
 from .conftest import ROOT
@@ -40,6 +41,17 @@ def test_by_device_and_where_device():
                                                            "AMD:1": [5]}
     assert t.where_device(lambda d: d.startswith("AMD")).tolist() == [1, 2, 3, 4, 5]
     assert t.where_device(lambda d: d == "GC").tolist() == []
+
+
+def test_copies_tell_rows_as_is_copy_tells_spans():
+    """Flagged a copy, a result that is a byte count (a bool is an int too), or on a copy engine: each alone."""
+    spans = [*_spans(), Span("AMD", Key("r_8", ret=True), 1200, 1300), Span("CPU:COPY", Key("x"), 1300, 1400),
+             Span("AMD", Key("y", ret="12 B"), 1400, 1500)]
+    t = SpanTable.of(spans)
+    got = t.copies(np.arange(len(spans)))
+    assert got.tolist() == [is_copy(s) for s in spans] == [False, False, False, True, False, False, True, True, False]
+    assert t.copies(np.array([7, 3, 0])).tolist() == [True, True, False]
+    assert SpanTable().copies(np.zeros(0, np.int64)).tolist() == []
 
 
 def test_batch_extents():

@@ -14,6 +14,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from .devices import is_copy_engine
+
 INT64 = 1 << 63  # the ints the model keeps (times in ns, sizes, ids) are int64: numpy columns, varints
 OPTIONAL = {"optional": True}  # dataclass field metadata: left out of the JSON form while None
 
@@ -141,6 +143,12 @@ class SpanTable:
         at = np.cumsum([0, *map(len, batches)])[:-1]
         st, en = self.st[rows], self.en[rows]
         return np.minimum.reduceat(st, at), np.maximum.reduceat(np.where(en == 0, st, en), at)
+
+    def copies(self, idx: np.ndarray) -> np.ndarray:
+        """Which of these rows are copies rather than kernels, as devices.is_copy tells a Span."""
+        by_key = np.array([isinstance(k.ret, int) for k in self.keys] or [False], np.bool_)
+        by_device = np.array([is_copy_engine(d) for d in self.devices] or [False], np.bool_)
+        return self.is_copy[idx] | by_key[self.key[idx]] | by_device[self.device[idx]]
 
     def where_device(self, keep: Callable[[str], bool]) -> np.ndarray:
         """The rows (ascending) whose device string `keep` accepts."""

@@ -11,15 +11,17 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 from ..records import Alloc, Exec, Profile
 from ..units import bytes_text
 
+_KINDS = frozenset({"alloc", "free", "exec"})  # the points lifetimes read
 MAX_USERS = 256  # users listed per buffer: a weight read by every step of a long run would make args of megabytes
 
 
-@dataclass
+@dataclass(slots=True)  # a long run's hundreds of thousands
 class Lifetime:
     device: str
     key: Any
@@ -52,28 +54,31 @@ def lifetimes(prof: Profile) -> dict[str, list[Lifetime]]:
     out: dict[str, list[Lifetime]] = defaultdict(list)
     live: dict[tuple[str, Any], Lifetime] = {}
     users: dict[tuple[str, Any], list[tuple[Any, Exec, int]]] = defaultdict(list)
-    for pt in sorted((pt for pt in prof.points if pt.kind in ("alloc", "free", "exec")), key=lambda pt: pt.ts):
-        k = (pt.device, pt.key)
+    names: dict[str, str] = {}  # exec name → as users list it (a run launches a few hundred kernels many times)
+    for pt in sorted((pt for pt in prof.points if pt.kind in _KINDS), key=attrgetter("ts")):
         if pt.kind == "exec":
             if isinstance(pt.arg, Exec):
                 for n, b in enumerate(pt.arg.bufs):
                     users[(pt.device, b)].append((pt.key, pt.arg, n))
         elif pt.kind == "alloc":
             if isinstance(pt.arg, Alloc):
-                live[k] = lt = Lifetime(pt.device, pt.key, pt.ts, end, pt.arg)
+                live[(pt.device, pt.key)] = lt = Lifetime(pt.device, pt.key, pt.ts, end, pt.arg)
                 out[pt.device].append(lt)
-        elif k in live:
+        elif (k := (pt.device, pt.key)) in live:
             lt = live.pop(k)
             lt.en = pt.ts
-            _set_users(lt, users.pop(k, []))
+            _set_users(lt, users.pop(k, []), names)
     for k, lt in live.items():
-        _set_users(lt, users.get(k, []))
+        _set_users(lt, users.get(k, []), names)
     for v in out.values():
         v.sort(key=lambda lt: (lt.st, -lt.en))
     return dict(out)
 
 
-def _set_users(lt: Lifetime, found: list[tuple[Any, Exec, int]]) -> None:
+def _set_users(lt: Lifetime, found: list[tuple[Any, Exec, int]], names: dict[str, str]) -> None:
     lt.n_users = len(found)
     for key, e, n in found[:MAX_USERS]:
-        lt.users.append({"exec": key, "name": " ".join(e.name.split()), "mode": e.mode(n)})
+        name = names.get(e.name)
+        if name is None:
+            name = names[e.name] = " ".join(e.name.split())
+        lt.users.append({"exec": key, "name": name, "mode": e.mode(n)})

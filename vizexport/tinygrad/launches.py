@@ -20,16 +20,19 @@ from __future__ import annotations
 
 import bisect
 import re
+from array import array
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import chain, islice
 from typing import Any
 
 import numpy as np
 
-from ..devices import HOST, is_copy
-from ..records import Alloc, Exec, Profile, Span
+from ..devices import HOST
+from ..launchtable import LaunchTable
+from ..records import Alloc, Exec, Profile, SpanTable
 from ..timeline import ARG_BYTES, ARG_EXEC, ARG_GBS, ARG_LAUNCH_LATENCY, ARG_METADATA, FLOW_LAUNCH, Timeline, Track
 
 LAUNCH_PREFIX = "launch "  # launch instants are not named as the kernel: a query for a kernel's name finds its runs
@@ -38,6 +41,7 @@ LAUNCHES = "TINY"  # the host root whose `Launches` track holds the exec events 
 _COPY_EXEC = re.compile(r"^copy\b[^,]*,\s*(\S+)\s*<-\s*(\S+)\s*$")  # "copy 256 B, NULL:1 <- NULL": dest, src
 _COPY_RANGE = re.compile(r"^(\S+)\s*->\s*(\S+)$")  # "NULL -> NULL:1": src, dest
 _HOST_MEMORY = "TINY"  # how copy ranges name host memory; execs say PYTHON (or CPU for the host device)
+_CHUNK = 1 << 16  # launches handled at a time where a column of all of them would cost a long run tens of MB
 _WORD = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 
 
@@ -67,13 +71,35 @@ class LaunchLinks:
     graphs: dict[int, int]
 
 
-@dataclass(frozen=True)
 class Placed:
     """Where the timeline put the device work: each device span (by index into Profile.spans) and each graph batch
-    (by index into Profile.graphs) → (its track, its event's index there)."""
+    (by index into Profile.graphs) → (its track, its event's index there). Spans are kept as columns per track (a
+    long run places a million: a dict entry and a tuple each would cost ~100 MB)."""
 
-    spans: dict[int, tuple[Track, int]]
-    batches: dict[int, tuple[Track, int]]
+    def __init__(self) -> None:
+        self.batches: dict[int, tuple[Track, int]] = {}
+        self.tracks: list[Track] = []  # the tracks that hold spans, by code
+        self._rows: list[np.ndarray] = []  # the spans on each, in event order
+        self._index: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # rows sorted, their track and event
+
+    def add_spans(self, track: Track, rows: np.ndarray) -> None:
+        """Spans `rows` (indexes into Profile.spans) are events 0, 1, … of `track` (a span placed again moves)."""
+        self.tracks.append(track)
+        self._rows.append(np.asarray(rows, np.int64))
+        self._index = None
+
+    def spans(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Which of `rows` were placed (bool), and for each its track's code and its event's index (where placed)."""
+        if self._index is None:
+            placed = np.concatenate(self._rows or [np.zeros(0, np.int64)])
+            tracks = np.repeat(np.arange(len(self._rows), dtype=np.int32), [len(r) for r in self._rows])
+            events = np.concatenate([np.arange(len(r), dtype=np.int64) for r in self._rows] or [placed])
+            order = np.argsort(placed, kind="stable")  # the last placing of a row is the one found
+            self._index = placed[order], tracks[order], events[order]
+        placed, tracks, events = self._index
+        at = np.searchsorted(placed, rows, "right") - 1
+        found = (at >= 0) & (placed[np.maximum(at, 0)] == rows) if len(placed) else np.zeros(len(rows), np.bool_)
+        return found, tracks[at[found]], events[at[found]]
 
 
 class _Execs:
@@ -83,18 +109,30 @@ class _Execs:
         self.named: dict[tuple[str, str], list[tuple[int, int]]] = defaultdict(list)  # (device, function name)
         self.kernels: dict[str, list[tuple[int, int]]] = defaultdict(list)  # device → any non-copy exec
         self.copies: list[tuple[int, int, str, str]] = []  # (ts, point index, source, destination)
+        names: dict[str, tuple[str, str] | str] = {}  # exec name → the ends it copies between, or its function name
         for i, pt in enumerate(prof.points):
             if pt.kind != "exec" or not isinstance(pt.arg, Exec):
                 continue
-            ends = copy_ends(pt.arg.name)
-            if ends is not None:
-                self.copies.append((pt.ts, i, *ends))
+            kind = names.get(pt.arg.name)
+            if kind is None:
+                kind = names[pt.arg.name] = copy_ends(pt.arg.name) or function_name(pt.arg.name)
+            row = (pt.ts, i)
+            if type(kind) is tuple:
+                self.copies.append((pt.ts, i, *kind))
             else:
-                self.named[(pt.device, function_name(pt.arg.name))].append((pt.ts, i))
-            self.kernels[pt.device].append((pt.ts, i))
+                self.named[(pt.device, kind)].append(row)
+            self.kernels[pt.device].append(row)
         for rows in (*self.named.values(), *self.kernels.values(), self.copies):
             rows.sort()
         self.copy_ts = [c[0] for c in self.copies]
+
+    def named_columns(self, groups: dict[tuple[str, str], int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The execs of these (device, function name) groups as columns sorted by (group code, time, index): each
+        one's group code, time and point index."""
+        parts = [self.named.get(key, []) for key in groups]  # in code order, each sorted by (time, index)
+        sizes = [len(part) for part in parts]
+        flat = np.fromiter(chain.from_iterable(chain.from_iterable(parts)), np.int64, 2 * sum(sizes)).reshape(-1, 2)
+        return np.repeat(np.arange(len(parts), dtype=np.int64), sizes), flat[:, 0].copy(), flat[:, 1].copy()
 
     @staticmethod
     def latest(rows: list[tuple[int, int]], st: int) -> int | None:
@@ -113,11 +151,52 @@ class _Execs:
         return None
 
 
-def _entry_launch(prof: Profile, execs: _Execs, s: Span, batch: int) -> int:
-    """A graph entry's exec: one of its own name recorded since its batch's (HCQ2 batches gather kernels launched one
-    by one), else the batch's."""
-    own = execs.latest(execs.named.get((s.device, function_name(s.key.name)), []), s.st)
-    return own if own is not None and prof.points[own].ts >= prof.points[batch].ts else batch
+def _latest_named(execs: _Execs, table: SpanTable, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of `table`: the latest exec of its own name on its own device at or before its start (index into
+    Profile.points), -1 where none; with that exec's time (0 where none). All rows are looked up at once, however
+    many names they have: rows and execs are keyed by (their (device, function name) group, their time's rank)."""
+    hit, at = np.full(len(rows), -1, np.int64), np.zeros(len(rows), np.int64)
+    if not len(rows):
+        return hit, at
+    n_keys = max(len(table.keys), 1)
+    pairs, pair_of = np.unique(table.device[rows].astype(np.int64) * n_keys + table.key[rows], return_inverse=True)
+    groups: dict[tuple[str, str], int] = {}  # (device, function name) → its code, in order of first use
+    group = np.array([groups.setdefault((table.devices[d], function_name(table.keys[k].name)), len(groups))
+                      for d, k in (divmod(u, n_keys) for u in pairs.tolist())], np.int64)[pair_of.reshape(-1)]
+    ex_group, ex_ts, ex_point = execs.named_columns(groups)
+    times, rank = np.unique(np.concatenate((ex_ts, table.st[rows])), return_inverse=True)
+    rank = rank.reshape(-1)
+    ex_key = ex_group * (len(times) + 1) + rank[:len(ex_ts)]  # sorted: execs are sorted by (group, time, index)
+    last = np.searchsorted(ex_key, group * (len(times) + 1) + rank[len(ex_ts):], "right") - 1
+    found = (last >= 0) & (ex_group[np.maximum(last, 0)] == group) if len(ex_key) else np.zeros(len(rows), np.bool_)
+    hit[found], at[found] = ex_point[last[found]], ex_ts[last[found]]
+    return hit, at
+
+
+def _graph_links(prof: Profile, execs: _Execs, spans: dict[int, int], graphs: dict[int, int]) -> None:
+    """Each JIT graph batch's exec (the latest on its device before its first entry), and each entry's: one of its
+    own name recorded since its batch's (HCQ2 batches gather kernels launched one by one), else the batch's."""
+    batches = [g for g, batch in enumerate(prof.graphs) if batch.entries]
+    starts = prof.spans.batch_extents([prof.graphs[g].entries for g in batches])[0].tolist()
+    linked, entries = [], []
+    for g, st in zip(batches, starts, strict=True):
+        hit = execs.latest(execs.kernels.get(prof.graphs[g].device, []), st)
+        if hit is not None:
+            graphs[g] = hit
+            linked.append(hit)
+            entries.append(prof.graphs[g].entries)
+    if not entries:
+        return
+    sizes = [len(e) for e in entries]
+    rows = np.fromiter(chain.from_iterable(entries), np.int64, sum(sizes))
+    if rows.min() < -len(prof.spans) or rows.max() >= len(prof.spans):
+        raise IndexError("span row out of range")
+    batch = np.repeat(np.array(linked, np.int64), sizes)
+    batch_ts = np.repeat(np.array([prof.points[i].ts for i in linked], np.int64), sizes)
+    own, own_ts = _latest_named(execs, prof.spans, rows)
+    hits = np.where((own >= 0) & (own_ts >= batch_ts), own, batch)
+    for at in range(0, len(rows), _CHUNK):
+        spans.update(zip(rows[at:at + _CHUNK].tolist(), hits[at:at + _CHUNK].tolist(), strict=True))
 
 
 def link_launches(prof: Profile, device_spans: Iterable[int] | None = None) -> LaunchLinks:
@@ -128,26 +207,21 @@ def link_launches(prof: Profile, device_spans: Iterable[int] | None = None) -> L
     graphs: dict[int, int] = {}
     if not execs.kernels:
         return LaunchLinks(spans, graphs)
-    batches = [g for g, batch in enumerate(prof.graphs) if batch.entries]
-    starts = prof.spans.batch_extents([prof.graphs[g].entries for g in batches])[0].tolist()
-    for g, st in zip(batches, starts, strict=True):
-        entries = prof.graphs[g].entries
-        hit = execs.latest(execs.kernels.get(prof.graphs[g].device, []), st)
-        if hit is not None:
-            graphs[g] = hit
-            spans.update((i, _entry_launch(prof, execs, s, hit)) for i, s in zip(entries, prof.spans.rows(entries),
-                                                                                  strict=True))
+    _graph_links(prof, execs, spans, graphs)
     if device_spans is None:
         device_spans = prof.spans.where_device(lambda d: d not in HOST)
-    device_spans = np.asarray(device_spans, np.int64)
-    for i, s in zip(device_spans.tolist(), prof.spans.rows(device_spans), strict=True):
-        if s.graph >= 0:
-            continue
-        hit = execs.latest(execs.named.get((s.device, function_name(s.key.name)), []), s.st)
-        if hit is None and is_copy(s):
-            hit = execs.copy(s.key.name, s.st)
-        if hit is not None:
-            spans[i] = hit
+    table = prof.spans
+    rows = np.asarray(device_spans, np.int64)
+    rows = rows[table.graph[rows] < 0]
+    hits, copies = _latest_named(execs, table, rows)[0], table.copies(rows)
+    for at in range(0, len(rows), _CHUNK):
+        part = slice(at, at + _CHUNK)
+        for i, hit, copy in zip(rows[part].tolist(), hits[part].tolist(), copies[part].tolist(), strict=True):
+            if hit < 0 and copy:
+                hit = execs.copy(table.keys[table.key[i]].name, int(table.st[i]))
+                hit = -1 if hit is None else hit
+            if hit >= 0:
+                spans[i] = hit
     return LaunchLinks(spans, graphs)
 
 
@@ -169,8 +243,11 @@ class ExecArgs:
     def _make(self, key: Any, e: Exec) -> dict:
         bufs = []
         for n, b in enumerate(e.bufs):
+            buf = {"buf": b, "mode": e.mode(n)}
             a = self.buffers.get(b)
-            bufs.append({"buf": b, "mode": e.mode(n), **({"bytes": a.nbytes, "dtype": a.dtype} if a else {})})
+            if a:
+                buf["bytes"], buf["dtype"] = a.nbytes, a.dtype
+            bufs.append(buf)
         args: dict = {ARG_EXEC: key, "buffers": bufs}
         if e.var_vals:
             args["var_vals"] = dict(e.var_vals)
@@ -185,35 +262,88 @@ def add_launches(tl: Timeline, track: Track, prof: Profile, links: LaunchLinks, 
     device slice it started; those slices get the launch latency (in the launch table, and in their args for
     display), a JIT graph entry its batch's buffers, a copy the bytes its destination buffer holds (and the
     bandwidth) when its range does not say."""
+    at, copies = _add_instants(tl, track, prof, links, exec_args)
+    targets = _targets(prof, links, placed)
+    table = _TableLinks(tl.launches)
+    for (dst, j), i, graph in map(targets.__getitem__, _by_time(targets).tolist()):
+        tl.flow(track, at[i], dst, j, FLOW_LAUNCH)
+        pt, args = prof.points[i], dst.args.setdefault(j, {})
+        latency = args[ARG_LAUNCH_LATENCY] = dst.ts[j] - pt.ts
+        table.add(dst.uuid, j, i, latency)
+        if graph and "buffers" not in args:
+            args.update(exec_args(pt.key, pt.arg))
+        if i in copies and ARG_BYTES not in args:
+            _copy_bytes(args, pt.arg, exec_args.buffers, dst.dur[j])
+    table.flush()
+
+
+def _targets(prof: Profile, links: LaunchLinks, placed: Placed) -> list[tuple[tuple[Track, int], int, bool]]:
+    """Where each linked launch went: ((its track, its event), its exec, is it in a JIT graph), spans then batches."""
+    graph, tracks, out = prof.spans.graph, placed.tracks, []
+    items = iter(links.spans.items())
+    while chunk := list(islice(items, _CHUNK)):
+        rows = np.fromiter((s for s, _ in chunk), np.int64, len(chunk))
+        found, track, event = placed.spans(rows)
+        launched = np.fromiter((i for _, i in chunk), np.int64, len(chunk))[found]
+        out += [((tracks[t], j), i, g) for t, j, i, g in zip(track.tolist(), event.tolist(), launched.tolist(),
+                                                             (graph[rows[found]] >= 0).tolist(), strict=True)]
+    out += [(placed.batches[g], i, True) for g, i in links.graphs.items() if g in placed.batches]
+    return out
+
+
+class _TableLinks:
+    """Launch table links (LaunchTable.link), set a chunk at a time: a column per launch would cost a long run tens of
+    MB at its memory peak, a launch at a time a numpy call each."""
+
+    def __init__(self, table: LaunchTable) -> None:
+        self.table, self.first = table, {}  # launch track uuid → its first row
+        self.rows, self.execs, self.latencies = array("q"), array("q"), array("q")
+
+    def add(self, uuid: int, j: int, exec_point: int, latency: int) -> None:
+        first = self.first.get(uuid)
+        if first is None:
+            first = self.first[uuid] = self.table.row(uuid, 0)
+        self.rows.append(first + j)
+        self.execs.append(exec_point)
+        self.latencies.append(latency)
+        if len(self.rows) >= _CHUNK:
+            self.flush()
+
+    def flush(self) -> None:
+        self.table.link(*(np.frombuffer(c, np.int64) for c in (self.rows, self.execs, self.latencies)))
+        self.rows, self.execs, self.latencies = array("q"), array("q"), array("q")
+
+
+def _add_instants(tl: Timeline, track: Track, prof: Profile, links: LaunchLinks, exec_args: ExecArgs
+                  ) -> tuple[dict[int, int], set[int]]:
+    """The instants of the execs that launched something, by time: each exec's event index, and the copies'."""
     used = sorted(set(links.spans.values()) | set(links.graphs.values()), key=lambda i: (prof.points[i].ts, i))
     at: dict[int, int] = {}
+    names: dict[str, tuple[int, bool]] = {}  # exec name → (its instant's name id, is it a copy)
+    copies = set()
     for i in used:
         pt = prof.points[i]
         at[i] = len(track)
+        named = names.get(pt.arg.name)
+        if named is None:  # padded for DEBUG lines
+            named = names[pt.arg.name] = (tl.intern(LAUNCH_PREFIX + " ".join(pt.arg.name.split())),
+                                          copy_ends(pt.arg.name) is not None)
+        if named[1]:
+            copies.add(i)
         track.ts.append(pt.ts)
         track.dur.append(-1)
-        track.names.append(tl.intern(LAUNCH_PREFIX + " ".join(pt.arg.name.split())))  # padded for DEBUG lines
+        track.names.append(named[0])
         track.args[at[i]] = {"device": pt.device, **exec_args(pt.key, pt.arg)}
-    spans, batches, graph = placed.spans, placed.batches, prof.spans.graph
-    targets = [(spans[s], i, graph[s] >= 0) for s, i in links.spans.items() if s in spans]
-    targets += [(batches[g], i, True) for g, i in links.graphs.items() if g in batches]
-    for (dst, j), i, in_graph in map(targets.__getitem__, _by_time(targets).tolist()):
-        tl.flow(track, at[i], dst, j, FLOW_LAUNCH)
-        pt, args = prof.points[i], dst.args.setdefault(j, {})
-        args[ARG_LAUNCH_LATENCY] = dst.ts[j] - pt.ts
-        tl.launches.link(tl.launches.row(dst.uuid, j), i, args[ARG_LAUNCH_LATENCY])
-        if in_graph and "buffers" not in args:
-            args.update(exec_args(pt.key, pt.arg))
-        if copy_ends(pt.arg.name) is not None and ARG_BYTES not in args:
-            _copy_bytes(args, pt.arg, exec_args.buffers, dst.dur[j])
+    return at, copies
 
 
 def _by_time(targets: list) -> np.ndarray:
     """The order of launch targets ((track, event), exec, in graph) by their event's time, track and index: columns
     sorted at once (a key tuple per launch would cost a long run hundreds of MB at its memory peak)."""
-    def column(f: Any) -> np.ndarray:
-        return np.fromiter((f(dst, j) for (dst, j), _, _ in targets), np.int64, len(targets))
-    return np.lexsort((column(lambda dst, j: j), column(lambda dst, j: dst.uuid), column(lambda dst, j: dst.ts[j])))
+    n = len(targets)
+    return np.lexsort((np.fromiter((j for (_, j), _, _ in targets), np.int64, n),
+                       np.fromiter((dst.uuid for (dst, _), _, _ in targets), np.int64, n),
+                       np.fromiter((dst.ts[j] for (dst, j), _, _ in targets), np.int64, n)))
 
 
 def _copy_bytes(args: dict, e: Exec, buffers: dict[Any, Alloc], dur: int) -> None:

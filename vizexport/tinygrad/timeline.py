@@ -14,6 +14,7 @@ args they show), and what it reads is the same as in the full build.
 from __future__ import annotations
 
 import bisect
+from array import array
 from collections import defaultdict
 from dataclasses import dataclass
 from functools import cached_property, partial
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..devices import HOST, device_root, is_copy, is_copy_engine, natural
+from ..devices import HOST, device_root, is_copy_engine, natural
 from ..forks import SERIAL, Executor
 from ..launchtable import CATEGORIES, GRAPH, LaunchRows, LaunchTableBuilder
 from ..limits import TEXT_CAP, capped
@@ -247,12 +248,16 @@ class _Builder:
         self.stages, self.executor = stages, executor
         self.est = LaunchEstimates(rewrites) if rewrites is not None else None
         self.programs = ProgramIndex(rewrites.contexts) if rewrites is not None else None  # UOps, for categories
-        self.placed = Placed({}, {})  # where device spans and graph batches went
+        self.placed = Placed()  # where device spans and graph batches went
         self.table = LaunchTableBuilder()
         self._categories: dict[tuple[int, bytes | None, Role], int] = {}  # (name id, program, role) → category code
         self.pmc: dict[int, dict] = {}
         self._named: dict[tuple[str, str], tuple[list[int], list]] = {}  # (device, kernel) → its exec events
         self.parts = _KeyParts()
+        # what device spans show of their Key, and of their program key, made once per object
+        self._key_args = _Once(lambda k: _key_args(k, self.parts)[1])
+        self._key_frames = _Once(lambda k: self.parts.frames(k.tb))
+        self._hex = _Once(bytes.hex)
 
     def build(self) -> Timeline:
         columns, spans_by_dev = self._columns()
@@ -348,7 +353,7 @@ class _Builder:
             track.args = dict(zip(with_args.tolist(), c.args[rows[with_args]].tolist(), strict=True))
             track.stacks = dict(zip(with_stack.tolist(), stacks[at][with_stack].tolist(), strict=True))
             if c.idx is not None:
-                self.placed.spans.update((i, (track, n)) for n, i in enumerate(c.idx[at].tolist()))
+                self.placed.add_spans(track, c.idx[at])
             if c.launches is not None:
                 keys = c.launches.keys[at]
                 self.table.add(track.uuid, _launch_rows(track, keys, self._category_codes(track, keys),
@@ -374,42 +379,44 @@ class _Builder:
         sub = self.p.spans.rows(at)
         names, args = [], np.empty(len(sub), object)
         figures = np.full((len(sub), 3), np.nan)
+        launched = self._execs_at(execs, st).tolist()
+        copies = self.p.spans.copies(at).tolist()
         for j, (s, i) in enumerate(zip(sub, at.tolist(), strict=True)):
-            name, a, fig = self._device_name_args(s, execs)
+            name, a, fig = self._device_name_args(s, self._exec_row(execs, launched[j]), copies[j])
             names.append(name)
             args[j] = {**a, **self.pmc[i]} if i in self.pmc else a
             if fig is not None:
                 figures[j] = [np.nan if v is None else v for v in fig]
-        frames = [self.parts.frames(s.key.tb) for s in sub] if CALLSTACKS in self.stages else [None] * len(sub)
+        frames = [self._key_frames(s.key) for s in sub] if CALLSTACKS in self.stages else [None] * len(sub)
         keys = np.empty(len(sub), object)
         keys[:] = [s.profile_key for s in sub]
         return _TrackColumns(at, st, dur, lanes, np.arange(len(sub), dtype=np.int32), names, args, frames,
                              _Launches(keys, figures))
 
-    def _device_name_args(self, s: Span, execs: list | None) -> tuple[str, dict, LaunchFigures | None]:
+    def _device_name_args(self, s: Span, ex: tuple[Any, Exec] | None, copy: bool
+                          ) -> tuple[str, dict, LaunchFigures | None]:
         """A device span's name as shown, its args (SLICE_ARGS; else none), and its estimated figures (None
-        without)."""
+        without); `ex`: its device's latest exec at or before its start (_exec_for), `copy`: is_copy(s)."""
         k = s.key
         ctx = self.est.lookup(s.profile_key, k.name) if self.est is not None else None
         if SLICE_ARGS not in self.stages:  # what analyses read: the name and the figures
             if ctx is None:
                 return k.name, {}, None
-            return ctx.key.name, {}, self._figures(s, ctx, self._exec_for(execs, s.st))
-        args, dur = dict(_key_args(k, self.parts)[1]), (s.en or s.st) - s.st
-        if ctx is None and is_copy(s):  # a range linked to a kernel is one (0.11 flags every CPU range a copy)
+            return ctx.key.name, {}, self._figures(s, ctx, ex)
+        args, dur = dict(self._key_args(k)), (s.en or s.st) - s.st
+        if ctx is None and copy:  # a range linked to a kernel is one (0.11 flags every CPU range a copy)
             if isinstance(k.ret, int):
                 args[ARG_BYTES] = k.ret
                 if dur > 0:
                     args[ARG_GBS] = round(k.ret / dur, 3)
             return k.name, args, None
-        ex = self._exec_for(execs, s.st)
         if ex is not None and s.graph < 0 and LAUNCH_LINKS in self.stages:
             args.update(self.exec_args(*ex))
         figures = self._figures(s, ctx, ex) if ctx is not None else None
         if figures is not None:
             args.update(rate_args(figures, dur))
         if s.profile_key is not None:
-            args[ARG_PROGRAM] = s.profile_key.hex()
+            args[ARG_PROGRAM] = self._hex(s.profile_key)
         return k.name if ctx is None else ctx.key.name, args, figures
 
     def _figures(self, s: Span, ctx: Any, ex: tuple[Any, Exec] | None) -> LaunchFigures | None:
@@ -446,6 +453,17 @@ class _Builder:
         return hit
 
     @staticmethod
+    def _execs_at(execs: Any, st: np.ndarray) -> np.ndarray:
+        """As _exec_for, for many starts at once: the index of each one's exec in `execs`, -1 where none."""
+        if not execs:
+            return np.full(len(st), -1, np.int64)
+        return np.searchsorted(np.array(execs[0], np.int64), st, "right") - 1
+
+    @staticmethod
+    def _exec_row(execs: Any, i: int) -> tuple[Any, Exec] | None:
+        return (execs[1][i][1], execs[1][i][2]) if i >= 0 else None
+
+    @staticmethod
     def _exec_for(execs: Any, st: int) -> tuple[Any, Exec] | None:
         """The latest exec point at or before a kernel's start (tinygrad back-dates exec to the launch call)."""
         if not execs:
@@ -477,13 +495,22 @@ class _Builder:
                                                     np.full((len(track), 3), np.nan)))
 
     def _flows(self) -> None:
-        """Graph dependencies: a flow from each entry an entry waits for to that entry."""
+        """Graph dependencies: a flow from each entry an entry waits for to that entry (placed entries looked up at
+        once)."""
+        edges = array("q")  # (the entry waited for, the entry) as span rows, in order
         for g in self.p.graphs:
             for i, deps in enumerate(g.deps or ()):
                 for d in deps if isinstance(deps, (list, tuple)) else (deps,):
-                    if not (isinstance(d, int) and 0 <= d < len(g.entries) and i < len(g.entries)):
-                        continue
-                    self.tl.flow(*self.placed.spans[g.entries[d]], *self.placed.spans[g.entries[i]])
+                    if isinstance(d, int) and 0 <= d < len(g.entries) and i < len(g.entries):
+                        edges.extend((g.entries[d], g.entries[i]))
+        rows = np.frombuffer(edges, np.int64)
+        found, tracks, events = self.placed.spans(rows)
+        if not found.all():
+            raise KeyError(int(rows[np.argmin(found)]))
+        t = self.placed.tracks
+        for a, i, b, j in zip(*(x.tolist() for x in (tracks[0::2], events[0::2], tracks[1::2], events[1::2])),
+                              strict=True):
+            self.tl.flow(t[a], i, t[b], j)
 
     def _memory(self, group: Track, dev: str, ts: list[int], totals: list[int]) -> None:
         """Live buffer bytes over time (Profile.memory): its maximum is the device's peak."""
@@ -497,12 +524,16 @@ class _Builder:
         lanes = _lanes([lt.st for lt in found], [lt.en for lt in found])
         tracks = [self.tl.add_track(f"{dev} Buffers", group, "slice", Role.BUFFERS) for _ in range(max(lanes) + 1)] \
             if lanes else []
+        names: dict[tuple[int, str], int] = {}  # (bytes, dtype) → the name id of its buffers' slices
         for lane, lt in zip(lanes, found, strict=True):
             track = tracks[lane]
             track.args[len(track)] = lt.args()
             track.ts.append(lt.st)
             track.dur.append(lt.en - lt.st)
-            track.names.append(self.tl.intern(lt.name()))
+            sid = names.get((lt.alloc.nbytes, lt.alloc.dtype))
+            if sid is None:
+                sid = names[(lt.alloc.nbytes, lt.alloc.dtype)] = self.tl.intern(lt.name())
+            track.names.append(sid)
 
     def _metadata(self) -> None:
         """The trace's name, the tinygrad release that wrote the profile and each device's properties."""
