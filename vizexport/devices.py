@@ -5,10 +5,7 @@ A leaf module (it imports nothing of vizexport at run time): readers, the SQTT d
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from .records import Span
+from typing import Any, Protocol
 
 HOST = ("TINY", "USER", "GC")  # host-side roots, in the order they are shown: compiler, Tensor API calls, GC
 _NUM = re.compile(r"(\d+)")
@@ -30,6 +27,14 @@ def is_copy_engine(dev: str) -> bool:
     return ":SDMA" in dev or dev.endswith(":COPY")
 
 
-def is_copy(s: Span) -> bool:
+class SpanFields(Protocol):
+    """What `is_copy` reads of a records.Span (named by its fields: records imports this module)."""
+
+    is_copy: bool
+    key: Any  # its .ret: what the range returned
+    device: str
+
+
+def is_copy(s: SpanFields) -> bool:
     """A copy rather than a kernel: flagged so, on a copy engine, or its result is the byte count it moved."""
     return s.is_copy or isinstance(s.key.ret, int) or is_copy_engine(s.device)
