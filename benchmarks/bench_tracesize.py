@@ -32,25 +32,8 @@ from vizexport.perfetto import proto  # noqa: E402
 from vizexport.perfetto.wire import COMPACT, SPREAD, TIMESTAMP_TAG, Trace, TracePacket, field, varint  # noqa: E402
 
 
-def packet_ends(data: bytes) -> np.ndarray:
-    """Where each top-level packet of raw trace bytes ends."""
-    ends, i = [], 0
-    while i < len(data):
-        i += 1  # the Trace.packet tag
-        n = shift = 0
-        while True:
-            c = data[i]
-            i += 1
-            n |= (c & 0x7F) << shift
-            shift += 7
-            if c < 128:
-                break
-        i += n
-        ends.append(i)
-    return np.array(ends, np.int64)
-
-
 def _varint_at(data: bytes, i: int) -> tuple[int, int]:
+    """The varint at data[i] and where it ends."""
     n = shift = 0
     while True:
         c = data[i]
@@ -59,6 +42,16 @@ def _varint_at(data: bytes, i: int) -> tuple[int, int]:
         shift += 7
         if c < 128:
             return n, i
+
+
+def packet_ends(data: bytes) -> np.ndarray:
+    """Where each top-level packet of raw trace bytes ends."""
+    ends, i = [], 0
+    while i < len(data):
+        n, i = _varint_at(data, i + 1)  # past the Trace.packet tag: the length
+        i += n
+        ends.append(i)
+    return np.array(ends, np.int64)
 
 
 def _fields(packet: bytes) -> list[tuple[int, int, int, int | None]]:
