@@ -4,7 +4,7 @@ and peak memory; with --baseline, side by side with another checkout (e.g. the c
 Targets (issue 36): in <= 0.5x the baseline's time and <= 4 GiB peak RSS (a standard CI runner has 7 GB). The profile
 is made once by benchmarks/make_big_profile.py (incrementally, in a tinygrad 0.14.0 venv). Each conversion runs
 `vizexport.cli.convert` in a fresh child process; peak RSS is that process's ru_maxrss (its forked workers' largest
-is reported apart).
+is reported apart), and the whole tree's memory its processes' PSS summed (treemem: what a runner's limit sees).
 
 Usage: python benchmarks/bench_big.py [--events N] [--workdir DIR] [--baseline CHECKOUT] [--repeat K]
 """
@@ -15,13 +15,15 @@ from pathlib import Path
 
 from bench_load import ROOT, venv_python
 from bench_windows import convert
+from treemem import TreePss
 
 GIB = 2**30
 
 
 def _line(who: str, r: dict, events: int) -> str:
     return (f"  {who}: {r['seconds']:.1f} s, peak RSS {r['rss'] / GIB:.2f} GiB ({r['rss'] / events:.0f} B/event), "
-            f"workers {r['workers_rss'] / GIB:.2f} GiB, output {r['bytes'] / 1e6:.1f} MB")
+            f"workers {r['workers_rss'] / GIB:.2f} GiB, whole tree (summed PSS) {r['tree_pss'] / GIB:.2f} GiB, "
+            f"output {r['bytes'] / 1e6:.1f} MB")
 
 
 def main() -> None:
@@ -43,11 +45,13 @@ def main() -> None:
     for _ in range(a.repeat):
         for who, code in codes.items():
             out = a.workdir / f"trace_{a.events}_{who}.pftrace"
-            r = convert(big, out, WINDOW_EVENTS, code)  # as `vizexport PROFILE -o OUT.pftrace` does by default
+            with TreePss() as tree:
+                r = convert(big, out, WINDOW_EVENTS, code)  # as `vizexport PROFILE -o OUT.pftrace` does by default
             windows = out.with_suffix(".windows")  # the windows beside the overview (docs/commands/convert.md)
             size = out.stat().st_size + sum(f.stat().st_size for f in windows.glob("*.pftrace"))
-            runs[who].append({**r, "bytes": size})
-    best = {who: {**min(rs, key=lambda r: r["seconds"]), "rss": max(r["rss"] for r in rs)} for who, rs in runs.items()}
+            runs[who].append({**r, "bytes": size, "tree_pss": tree.peak})
+    best = {who: {**min(rs, key=lambda r: r["seconds"]), "rss": max(r["rss"] for r in rs),
+                  "tree_pss": max((r["tree_pss"] or 0) for r in rs)} for who, rs in runs.items()}
     print(f"profile: {big} ({a.events:,} events, {big.stat().st_size / 1e9:.2f} GB); best of {a.repeat}")
     for who, r in best.items():
         print(_line(who, r, a.events))
