@@ -331,7 +331,8 @@ def test_a_signal_mid_site_build_stops_everything(tmp_path: Path, sig: int):
     p.send_signal(sig)
     err = _ended_alone(p, tmp_path)
     end, code = ("terminated", 143) if sig == signal.SIGTERM else ("interrupted", 130)
-    assert p.returncode == code and err == f"vizexport: {end} (no output written)\n"
+    assert p.returncode == code, err
+    assert err == f"vizexport: {end} (no output written)\n"
     assert sorted(x.name for x in tmp_path.iterdir()) == ["stderr"]
 
 

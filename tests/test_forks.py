@@ -149,3 +149,19 @@ def test_a_worker_killed_mid_task_ends_the_map_with_an_error(ex):
     with pytest.raises(RuntimeError, match=f"ended without its result \\(exit code -{int(signal.SIGKILL)}\\)"):
         list(ex.map(suicide, range(2), jobs=2))
     assert not ex.pids() and time.monotonic() - started < 30
+
+
+@pytest.mark.skipif(not forks.can_fork(), reason="no fork on this platform")
+def test_a_group_stopped_while_its_workers_start_ends_those_started():
+    """A signal can stop the parent between two workers' start(): stopping the group ends the started one and skips
+    the other (its Process has no pid: terminate() or join() on it raised, and the command ended with that error
+    instead of the signal's exit code)."""
+    ctx = multiprocessing.get_context("fork")
+    first, second = ctx.Process(target=time.sleep, args=(60,)), ctx.Process(target=time.sleep, args=(60,))
+    first.start()
+    group = forks.Workers([first, second], ctx.Queue(), 0)
+    assert group.pids == [first.pid]
+    t = time.monotonic()
+    group.terminate()
+    assert first.exitcode == -signal.SIGTERM and second.pid is None and time.monotonic() - t < 10
+    group.join()

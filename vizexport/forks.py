@@ -137,8 +137,13 @@ class Workers:
         self.processes, self.results, self.lent, self.tasks = processes, results, lent, tasks
 
     @property
+    def started(self) -> list[Any]:
+        """The workers started so far: a signal may stop the parent while it starts them (pid None: not started)."""
+        return [p for p in self.processes if p.pid is not None]
+
+    @property
     def pids(self) -> list[int]:
-        return [p.pid for p in self.processes]
+        return [p.pid for p in self.started]
 
     def get(self) -> tuple[int, Any]:
         """The next result (key, value) as it comes; a task's error is raised here."""
@@ -160,11 +165,12 @@ class Workers:
     def terminate(self) -> None:
         """SIGTERM to each worker (it exits through SystemExit, cleaning up: Graphviz and temporary files go), and
         SIGKILL for one still there TERMINATE_GRACE seconds later."""
-        for p in self.processes:
+        started = self.started
+        for p in started:
             with contextlib.suppress(OSError):
                 p.terminate()
         end = time.monotonic() + TERMINATE_GRACE
-        for p in self.processes:
+        for p in started:
             p.join(max(0.0, end - time.monotonic()))
             if p.exitcode is None:
                 with contextlib.suppress(OSError):
@@ -172,7 +178,7 @@ class Workers:
                 p.join()
 
     def join(self) -> None:
-        for p in self.processes:
+        for p in self.started:
             p.join()
 
 
