@@ -22,6 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from treemem import descendants, rollup
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -54,18 +56,7 @@ CASES = {  # name → (input, output name, extra arguments)
 
 def tree_private(pid: int) -> int:
     """Private memory (resident and swapped) of a process and its descendants."""
-    total, todo = 0, [pid]
-    while todo:
-        p = todo.pop()
-        try:
-            with open(f"/proc/{p}/smaps_rollup") as f:
-                total += sum(int(line.split()[1]) * 1024 for line in f if line.startswith(("Private_", "Swap:")))
-            for task in os.listdir(f"/proc/{p}/task"):
-                with open(f"/proc/{p}/task/{task}/children") as f:
-                    todo += map(int, f.read().split())
-        except (OSError, ValueError):
-            pass
-    return total
+    return sum(rollup(p, ("Private_", "Swap:")) for p in [pid, *descendants(pid)])
 
 
 def written(out: Path) -> tuple[int, int]:

@@ -9,7 +9,7 @@ from pathlib import Path
 INTERVAL = 0.25  # seconds between samples
 
 
-def _descendants(pid: int) -> list[int]:
+def descendants(pid: int) -> list[int]:
     out, todo = [], [pid]
     while todo:
         p = todo.pop()
@@ -18,20 +18,18 @@ def _descendants(pid: int) -> list[int]:
                 kids = [int(x) for x in Path(f"/proc/{p}/task/{task}/children").read_text().split()]
                 out += kids
                 todo += kids
-        except OSError:  # it ended meanwhile
+        except (OSError, ValueError):  # it ended meanwhile
             continue
     return out
 
 
-def _pss(pid: int) -> int:
-    """The process's PSS in bytes (0 once it has ended)."""
+def rollup(pid: int, fields: tuple[str, ...]) -> int:
+    """The sum of these smaps_rollup fields of a process, in bytes (0 once it has ended)."""
     try:
-        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-            if line.startswith("Pss:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
+        return sum(int(line.split()[1]) * 1024 for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()
+                   if line.startswith(fields))
+    except (OSError, ValueError):
+        return 0
 
 
 class TreePss:
@@ -46,7 +44,7 @@ class TreePss:
     def _sample(self) -> None:
         me = os.getpid()
         while not self._stop.wait(INTERVAL):
-            self.peak = max(self.peak, sum(map(_pss, _descendants(me))))
+            self.peak = max(self.peak, sum(rollup(p, ("Pss:",)) for p in descendants(me)))
 
     def __enter__(self) -> "TreePss":
         if self.peak is not None:

@@ -466,10 +466,7 @@ class _Builder:
     @staticmethod
     def _exec_for(execs: Any, st: int) -> tuple[Any, Exec] | None:
         """The latest exec point at or before a kernel's start (tinygrad back-dates exec to the launch call)."""
-        if not execs:
-            return None
-        i = bisect.bisect_right(execs[0], st) - 1
-        return (execs[1][i][1], execs[1][i][2]) if i >= 0 else None
+        return _Builder._exec_row(execs, bisect.bisect_right(execs[0], st) - 1) if execs else None
 
     # --- graph batches, flows, memory, markers --------------------------------------------------------------------
     def _graph_track(self, group: Track, root: str) -> None:
