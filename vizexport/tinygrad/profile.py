@@ -53,7 +53,7 @@ from .standins import uop_view
 EMPTY = Release("unknown", "ambiguous", "empty profile: nothing to tell the release by")
 
 
-STREAM_MIN_BYTES = 256 << 20  # profiles this big are read batch by batch (pickles.streaming): memory stays bounded
+STREAM_MIN_BYTES = 32 << 20  # profiles this big are read batch by batch (pickles.streaming): memory stays bounded
 
 
 def load_profile(path: str | Path, tinygrad_version: str | None = None, executor: Executor = SERIAL,
