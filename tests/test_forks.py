@@ -165,3 +165,54 @@ def test_a_group_stopped_while_its_workers_start_ends_those_started():
     group.terminate()
     assert first.exitcode == -signal.SIGTERM and second.pid is None and time.monotonic() - t < 10
     group.join()
+
+
+def overlap(x: int, live: object, others: int) -> tuple[int, int, int, bool]:
+    """(item, this worker's pid, the most workers seen running at once so far, whether item 0 saw every other item
+    done while it ran)."""
+    with live.get_lock():
+        live[0] += 1
+        live[1] = max(live[1], live[0])
+    waited_for_all = False
+    if x == 0:  # item 0 runs until the others are done (at most 20 s): they go on beside it, a worker each
+        end = time.monotonic() + 20
+        while live[2] < others and time.monotonic() < end:
+            time.sleep(0.01)
+        waited_for_all = live[2] == others
+    with live.get_lock():
+        live[0] -= 1
+        live[2] += x != 0
+        return x, os.getpid(), live[1], waited_for_all
+
+
+@needs_fork
+def test_map_fresh_gives_each_item_a_worker_of_its_own_jobs_at_a_time(ex):
+    live = multiprocessing.get_context("fork").Array("q", 3)  # workers running now, the most at once, items done
+    got = list(ex.map_fresh(lambda x: overlap(x, live, 6), range(7), jobs=2))
+    items, pids, _, waited = zip(*got, strict=True)
+    assert sorted(items) == list(range(7)) and len(set(pids)) == 7 and os.getpid() not in pids
+    assert live[1] == 2 and waited[items.index(0)]  # never more than 2 at once; the rest went on beside item 0
+    assert not ex.pids()
+
+
+@needs_fork
+def test_map_fresh_ends_with_a_workers_error_or_death_and_leaves_no_worker(ex):
+    def fail(x: int) -> int:
+        if x == 3:
+            raise KeyError("bad window")
+        time.sleep(0.05)
+        return x
+    with pytest.raises(KeyError, match="bad window"):
+        list(ex.map_fresh(fail, range(8), jobs=2))
+    assert not ex.pids()
+    with pytest.raises(RuntimeError, match="ended without its result"):
+        list(ex.map_fresh(suicide, range(3), jobs=2))
+    assert not ex.pids() and all(p.exitcode is not None for p in multiprocessing.active_children())
+
+
+def test_map_fresh_runs_here_without_a_fork_or_inside_a_worker(ex):
+    assert list(forks.SERIAL.map_fresh(lambda x: (x, os.getpid()), range(3))) == [(x, os.getpid()) for x in range(3)]
+    if forks.can_fork():
+        inner = list(ex.map(lambda _: {pid for _, pid in ex.map_fresh(lambda x: (x, os.getpid()), range(3), jobs=2)}
+                            == {os.getpid()}, range(2), jobs=2))
+        assert inner == [True, True]

@@ -25,10 +25,11 @@ import traceback
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from multiprocessing.pool import MaybeEncodingError, RemoteTraceback
 from typing import Any
 
-from .limits import HELPER_MEMORY, cap_worker, forked_child, give_back, lend
+from .limits import HELPER_MEMORY, cap_worker, forked_child, give_back, lend, share
 
 TERMINATE_GRACE = 2.0  # seconds a stopped worker has to exit before it is killed
 BACKGROUND_NICE = 10  # started_map's workers: CFS gives a nice-10 process about a tenth of a normal one's share
@@ -61,6 +62,11 @@ class Executor:
             ) -> Iterator[Any]:
         """fn(item) for each item, in `jobs` workers (None: the CPUs), results in item order or, unordered, as
         they finish. `fn` may be a closure. An error or Ctrl-C stops the workers."""
+        return _here(fn, items)
+
+    def map_fresh(self, fn: Callable[[Any], Any], items: Iterable[Any], jobs: int | None = None) -> Iterator[Any]:
+        """`map` (unordered) where each item has a worker of its own, `jobs` at a time: what a worker copied of this
+        process's memory ends with its item, and no core waits for the others to start the next."""
         return _here(fn, items)
 
     def started_map(self, fn: Callable[[Any], Any], items: Iterable[Any], jobs: int | None = None
@@ -133,8 +139,10 @@ class Workers:
     """A group of forked workers and the queue their results come back on (each result as pickled bytes, with the
     key of its task); `tasks` takes the one task of a helper forked before it was known."""
 
-    def __init__(self, processes: list[Any], results: Any, lent: int, tasks: Any = None) -> None:
+    def __init__(self, processes: list[Any], results: Any, lent: int, tasks: Any = None, shared: bool = False
+                 ) -> None:
         self.processes, self.results, self.lent, self.tasks = processes, results, lent, tasks
+        self.shared = shared  # the results queue is other groups' too: whoever made it closes it
 
     @property
     def started(self) -> list[Any]:
@@ -259,6 +267,34 @@ class ForkExecutor(Executor):
             return
         yield from self._results(group, len(items), ordered, started)
 
+    def map_fresh(self, fn: Callable[[Any], Any], items: Iterable[Any], jobs: int | None = None) -> Iterator[Any]:
+        items = list(items)
+        jobs = max(1, min(len(items), default_jobs() if jobs is None else jobs))
+        if jobs == 1 or not self._may_fork():
+            yield from map(fn, items)
+            return
+        results, running = multiprocessing.get_context("fork").Queue(), {}
+        every = Workers([], results, 0)  # the workers forked so far, for `get`: each result comes on one queue
+        each, at = share(jobs), 0  # each worker is lent what one of `jobs` forked at once would be
+        try:
+            while at < len(items) or running:
+                while at < len(items) and len(running) < jobs:
+                    group = self._fork(1, _once(partial(fn, items[at]), at), _Setup(), (results, each))
+                    if group is None:  # no room in the memory cap: here
+                        yield fn(items[at])
+                    else:
+                        running[at] = group
+                        every.processes += group.processes
+                    at += 1
+                if running:
+                    key, value = every.get()
+                    self._end(running.pop(key), stop=False)
+                    yield value
+        finally:
+            for group in running.values():
+                self._end(group, stop=True)
+            results.close()
+
     def _results(self, group: Workers, n: int, ordered: bool, started: bool) -> Iterator[Any]:
         """The group's n results, in item order or as they come; the workers stop unless all came (an error,
         Ctrl-C, the caller closing the iterator)."""
@@ -324,19 +360,23 @@ class ForkExecutor(Executor):
     def _may_fork(self) -> bool:
         return can_fork() and not in_worker()
 
-    def _fork(self, n: int, jobs: Job | None, setup: _Setup) -> Workers | None:
+    def _fork(self, n: int, jobs: Job | None, setup: _Setup, shared: tuple[Any, int | None] | None = None
+              ) -> Workers | None:
         """Up to n workers taking tasks from `jobs` (None: one task sent later, through the group's `tasks`); as
-        many as the memory cap has room for (None: none). The parent's objects are frozen for the fork: a collection
-        in a worker then never walks them, which would copy every page they are on (2-3 % of a site's pack time)."""
-        n, each = lend(n, HELPER_MEMORY if setup.warm is not None else None)  # a helper's task is small: the plots
+        many as the memory cap has room for (None: none). `shared`: (the results queue to use, the most each may
+        be lent). The parent's objects are frozen for the fork: a collection in a worker then never walks them,
+        which would copy every page they are on (2-3 % of a site's pack time)."""
+        most = shared[1] if shared is not None else HELPER_MEMORY if setup.warm is not None else None
+        n, each = lend(n, most)  # a helper's task is small: the plots
         if not n:
             return None
         ctx = multiprocessing.get_context("fork")
         setup = _Setup(setup.nice, setup.warm, each, os.getpid())
-        results, tasks = ctx.Queue(), ctx.SimpleQueue() if jobs is None else None
+        results = shared[0] if shared is not None else ctx.Queue()
+        tasks = ctx.SimpleQueue() if jobs is None else None
         take = jobs if jobs is not None else _received(tasks)
         processes = [ctx.Process(target=self._serve, args=(take, results, setup), daemon=True) for _ in range(n)]
-        group = Workers(processes, results, n * (each or 0), tasks)
+        group = Workers(processes, results, n * (each or 0), tasks, shared is not None)
         gc.freeze()
         try:
             self._live[id(group)] = group
@@ -361,7 +401,8 @@ class ForkExecutor(Executor):
                 group.join()
         finally:
             give_back(group.lent)
-            group.results.close()
+            if not group.shared:
+                group.results.close()
 
     # --- in a worker ----------------------------------------------------------------------------------------------
     def _serve(self, jobs: Job, results: Any, setup: _Setup) -> None:
@@ -391,9 +432,9 @@ def _here(fn: Callable[[Any], Any], items: Iterable[Any]) -> Iterator[Any]:
     yield from map(fn, items)
 
 
-def _once(fn: Callable[[], Any]) -> Job:
+def _once(fn: Callable[[], Any], key: int = 0) -> Job:
     """The tasks of a worker forked for fn alone (inherited: fn is never pickled)."""
-    todo = [(0, fn)]
+    todo = [(key, fn)]
     return lambda: todo.pop() if todo else None
 
 

@@ -113,6 +113,15 @@ def lend(workers: int, most: int | None = None) -> tuple[int, int | None]:
     return workers, each
 
 
+def share(workers: int) -> int | None:
+    """What each of `workers` forked now would be lent at most (None: no cap): workers forked one at a time that
+    are lent no more than this each hold the command's cap as `lend(workers)` would."""
+    used = data_size() if _memory_cap is not None else None
+    if _memory_cap is None or used is None:
+        return None
+    return max(MIN_WORKER_MEMORY, (_memory_cap - _lent - used) // (workers + 1))
+
+
 def give_back(amount: int) -> None:
     """Workers that `lend` lent `amount` to in all have ended: this process may use it again."""
     global _lent

@@ -13,7 +13,6 @@ import math
 import os
 import reprlib
 from dataclasses import dataclass
-from itertools import chain
 from pathlib import Path
 
 from ..errors import InputError
@@ -90,13 +89,11 @@ def write_split(tl: Timeline, path: Path, options: SplitOptions = SplitOptions()
                                       executor=executor)
             return k, write_trace(cut(parts[k]), tmp / names[k], compress, executor=executor)
 
-        # a round of workers per `jobs` parts: a worker writes one part and ends, and the parent's pages it copied
-        # (the reference counts of every object its window read) end with it; a worker that wrote every other window
-        # came to copy most of the timeline (20M events: the process tree's memory peaked at 5.4 GiB, against 4.7)
+        # a worker per part: the parent's pages it copied (the reference counts of every object its window read) end
+        # with it; a worker that wrote every other window came to copy most of the timeline (20M events: the process
+        # tree's memory peaked at 5.4 GiB, against 4.7)
         jobs = default_jobs() if total >= PARALLEL_MIN else 1
-        keys = list(range(-1, len(parts)))
-        rounds = (executor.map(write_part, keys[at:at + jobs], jobs) for at in range(0, len(keys), jobs))
-        for k, n in chain.from_iterable(rounds):
+        for k, n in executor.map_fresh(write_part, range(-1, len(parts)), jobs):
             size += n
             done += parts[k].events if k >= 0 else 0
             if progress is not None:
