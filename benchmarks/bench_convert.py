@@ -47,7 +47,7 @@ def main() -> None:
     for name, r, size in rows:
         print(f"  {name:42s} {r['seconds']:7.2f} s  {size / n:6.2f} B/event  peak RSS {r['rss'] / 2**20:6.0f} MiB")
     for name, r, size in rows[1:]:
-        print(f"  ratio {name[10:]:36s} time {r["seconds"] / tg["seconds"]:.2f}× (target ≤ 0.35×), "
+        print(f"  ratio {name[10:]:36s} time {r['seconds'] / tg['seconds']:.2f}× (target ≤ 0.35×), "
               f"size {size / tg['n']:.2f}× of tinygrad's format")
     for k, (name, _, _) in enumerate(rows[1:], 1):  # the same round: the fairest comparison on a noisy machine
         per = sorted(r[k]["seconds"] / r[0]["seconds"] for r in runs)
