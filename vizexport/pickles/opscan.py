@@ -8,7 +8,8 @@
   after another, faster; without it, or with VIZEXPORT_PURE_PYTHON=1 in the environment, numpy walks.
 - `fetch_candidates`: which memo entries LONG_BINGET may fetch, and the last frame that may, by a byte search. Every
   real LONG_BINGET is found; a 0x6a byte inside other data only adds a candidate, which keeps that entry a little
-  longer. So the stream can release entries without a scan of the frames still to come.
+  longer. So the stream can release entries without a scan of the frames still to come. In C too (`_opscan`), with
+  numpy's search as its reference and fallback, as for the walk.
 """
 from __future__ import annotations
 
