@@ -1,8 +1,10 @@
 """Pass 1's compiled frame walk (vizexport/pickles/_opscan.c) counts exactly what the numpy walk counts (the
 reference, and the fallback where no compiler built it): on every real pickle, and on thousands of seeded mutations
 of real frames (the fuzz harness's byte mutations, counts near 2^63 and 2^64, FRAME, STOP and PROTO inside a frame,
-cuts) and random bytes, the same memo entries per frame or the same refusal. VIZEXPORT_PURE_PYTHON=1, or no compiled
-module, walks with numpy."""
+cuts) and random bytes, the same memo entries per frame or the same refusal. Its fetch search (fetch_scan) finds what
+numpy's finds: the same candidates, last frames and late rows, or the same refusal past MAX_CANDIDATES, on every real
+pickle, on hand-made chunk and file ends, and on seeded random and mutated bytes read in chunks of any size.
+VIZEXPORT_PURE_PYTHON=1, or no compiled module, walks and searches with numpy."""
 from __future__ import annotations
 
 import os
@@ -230,3 +232,174 @@ def test_without_the_compiled_walk_numpy_walks(monkeypatch):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     assert subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                           check=True).stdout == "None\n"
+
+
+# ---- fetch_candidates: the C search (fetch_scan) against numpy's ----
+
+SEARCHES = [pytest.param(None, id="numpy"), pytest.param(_opscan, id="c", marks=needs_c)]
+J = bytes([opscan.LONG_BINGET])
+REACH = opscan.BINGET_REACH
+
+
+def _index(i: int) -> bytes:
+    return J + i.to_bytes(4, "little")
+
+
+def _search(path, impl, frames=None, **kw) -> tuple | None:
+    """fetch_candidates of the file with one search (None: numpy's), as lists: (indices, last frames, late rows)."""
+    old = opscan._fast
+    opscan._fast = impl
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        got = opscan.fetch_candidates(fd, size, [0] if frames is None else frames, **kw)
+    finally:
+        os.close(fd)
+        opscan._fast = old
+    if got is not None:
+        assert [a.dtype for a in got] == [np.int64] * 3 and got[2].shape == (len(got[2]), 2)
+    return None if got is None else tuple(a.tolist() for a in got)
+
+
+def _both(path, frames=None, **kw) -> tuple | None:
+    """fetch_candidates by numpy's search, and by the C one where built: the same."""
+    want = _search(path, None, frames, **kw)
+    if _opscan is not None:
+        assert _search(path, _opscan, frames, **kw) == want, kw
+    return want
+
+
+@pytest.mark.parametrize("path", [SAMPLE / "profile.pkl", SAMPLE / "rewrites.pkl",
+                                  *fixture_params("tinygrad/*/*.pkl")])
+def test_both_searches_find_the_same_fetches_in_every_real_pickle(path):
+    if path is None:
+        pytest.skip("fixture not present")
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        frames = opscan.frame_offsets(fd, os.fstat(fd).st_size) or [0]
+    finally:
+        os.close(fd)
+    whole = _both(path, frames)
+    late = (frames[len(frames) // 2], REACH + 100)
+    for chunk in (4096, 1000, 77 if path.stat().st_size < 1 << 20 else 65536):  # many chunks: indices across ends
+        assert _both(path, frames, chunk=chunk) == whole
+        assert _both(path, frames, chunk=chunk, late=late) == _both(path, frames, late=late)
+    if path.name == "profile.pkl" and path.parent == SAMPLE:
+        fetched, last, rows = _both(path, frames, late=late)
+        assert len(fetched) > 50 and min(fetched) >= REACH and set(last) <= set(range(len(frames)))
+        assert rows and all(i >= late[1] and at >= late[0] for i, at in rows)
+
+
+@pytest.mark.parametrize("impl", SEARCHES)
+def test_an_index_across_a_chunks_end_is_read_whole(tmp_path, impl):
+    """A LONG_BINGET in each of a chunk's last 4 bytes has its index in the next chunk: found once, where it is."""
+    for at in (7, 8, 9, 10, 11):
+        path = tmp_path / f"at{at}.bin"
+        data = bytearray(b"." * 24)
+        data[at:at + 5] = _index(REACH + at)
+        path.write_bytes(data)
+        for chunk in (11, 12, 5, 1):
+            got = _search(path, impl, [0, 10], chunk=chunk, late=(0, 0))
+            assert got == ([REACH + at], [0 if at < 10 else 1], [[REACH + at, at]]), (at, chunk)
+
+
+@pytest.mark.parametrize("impl", SEARCHES)
+def test_what_a_search_takes_and_leaves(tmp_path, impl):
+    """The bounds: BINGET's reach (BINGET_REACH - 1 is not a candidate), an index cut by the file's end, the last
+    place of an index, its frame (before the first frame: -1), and late rows from their offset and floor on."""
+    path = tmp_path / "j.bin"
+    body = _index(REACH - 1) + _index(REACH) + _index(2**32 - 1) + b"..." + _index(REACH) + _index(REACH + 1)
+    for tail in (b"", J, J + b"\x00", J + b"\x00\x01", J + b"\x00\x01\x00"):  # cut by the end: no candidate
+        path.write_bytes(body + tail)
+        assert _search(path, impl, [5, 18]) == ([REACH, REACH + 1, 2**32 - 1], [1, 1, 0], [])
+        assert _search(path, impl, [20]) == ([REACH, REACH + 1, 2**32 - 1], [-1, 0, -1], [])
+        assert _search(path, impl, [5], chunk=3, late=(18, REACH + 1)) == \
+            ([REACH, REACH + 1, 2**32 - 1], [0, 0, 0], [[REACH + 1, 23]])  # at 18: REACH, under the floor
+        assert _search(path, impl, [5], late=(10, REACH))[2] == [[2**32 - 1, 10], [REACH, 18], [REACH + 1, 23]]
+        assert _search(path, impl, [5], late=(11, REACH))[2] == [[REACH, 18], [REACH + 1, 23]]
+    path.write_bytes(J * 40)  # overlapping: every byte is a LONG_BINGET of 0x6a6a6a6a, but the last 4
+    jjjj = 0x6A6A6A6A
+    assert _search(path, impl, [0], chunk=7, late=(30, 0)) == ([jjjj], [0], [[jjjj, a] for a in range(30, 36)])
+
+
+@pytest.mark.parametrize("impl", SEARCHES)
+def test_past_max_candidates_neither_search_plans(tmp_path, impl, monkeypatch):
+    """MAX_CANDIDATES is read at each call; a chunk's distinct indices count beside those of the chunks before,
+    once more where they repeat (so 3 + 3 of the same indices in two chunks are past 5)."""
+    path = tmp_path / "j.bin"
+    path.write_bytes(b"".join(_index(REACH + i) for i in range(6)))
+    monkeypatch.setattr(opscan, "MAX_CANDIDATES", 6)
+    assert _search(path, impl)[0] == [REACH + i for i in range(6)]
+    monkeypatch.setattr(opscan, "MAX_CANDIDATES", 5)
+    assert _search(path, impl) is None
+    assert _search(path, impl, chunk=15) is None  # 3 and 3: the second chunk is past it
+    path.write_bytes(b"".join(_index(REACH + i % 3) for i in range(6)))
+    assert _search(path, impl, chunk=15) is None  # the same 3 in each chunk: counted twice, as numpy counts
+    monkeypatch.setattr(opscan, "MAX_CANDIDATES", 6)
+    assert _search(path, impl, chunk=15, late=(0, 0))[0] == [REACH, REACH + 1, REACH + 2]
+    monkeypatch.setattr(opscan, "BINGET_REACH", REACH + 4)  # read at each call too
+    assert _search(path, impl)[0] == []
+
+
+def _fuzzed(rng: random.Random, real: list[bytes]) -> bytes:
+    """Random bytes thick with LONG_BINGETs of few indices, near BINGET_REACH; or a real pickle mutated."""
+    if rng.random() < 0.3:
+        data = real[rng.randrange(len(real))]
+        for _ in range(rng.randint(1, 3)):
+            data = FUZZ.mutate(data, rng)[1] if data else data
+        return data
+    out, length = bytearray(), rng.randrange(0, 400)
+    while len(out) < length:
+        pick = rng.random()
+        if pick < 0.4:
+            out += _index(REACH + rng.randrange(-3, 40))
+        elif pick < 0.5:
+            out += J * rng.randint(1, 6)
+        else:
+            out += rng.randbytes(rng.randint(1, 9))
+    return bytes(out)
+
+
+@needs_c
+def test_both_searches_agree_on_fuzzed_bytes(tmp_path, monkeypatch):
+    rng = random.Random(SEED)
+    real = [(SAMPLE / n).read_bytes()[:20000] for n in ("profile.pkl", "rewrites.pkl")]
+    path = tmp_path / "f.bin"
+    seen: Counter = Counter()
+    for i in range(CASES // 5):
+        data = _fuzzed(rng, real)
+        path.write_bytes(data)
+        monkeypatch.setattr(opscan, "MAX_CANDIDATES", rng.choice((2, 10, 40, 10**6)))
+        frames = sorted(rng.sample(range(len(data) + 1), min(len(data) + 1, rng.randint(1, 5))))
+        chunk = rng.choice((1, 2, 3, 4, 5, 6, 9, 16, 64, 1000, 64 << 20))
+        kw = {"chunk": chunk if len(data) < 1000 else max(chunk, 1000),  # (numpy's search: a step per chunk)
+              "late": rng.choice((None, (rng.randrange(len(data) + 1), REACH + rng.randrange(-5, 30))))}
+        want = _search(path, None, frames, **kw)
+        assert _search(path, _opscan, frames, **kw) == want, (i, data.hex(), frames, kw)
+        seen["none" if want is None else "found"] += 1
+        seen["rows"] += len(want[2]) if want else 0
+    assert seen["none"] > 300 and seen["found"] > 300 and seen["rows"] > 3000, seen
+
+
+@needs_c
+def test_the_compiled_search_checks_what_it_is_given():
+    rows = bytearray()
+    ok = _opscan.fetch_scan(_index(REACH), 1, 0, REACH, 1, (0, 0, rows))
+    assert [np.frombuffer(b, np.int64).tolist() for b in ok] == [[REACH], [0]] and len(rows) == 16
+    for chunk, base, limit in ((-1, 0, 1), (1, -1, 1), (1, 0, -1), (1, 2**63 - 3, 1)):
+        with pytest.raises(ValueError, match=r"negative|past int64"):
+            _opscan.fetch_scan(_index(REACH), chunk, base, REACH, limit, None)
+    for buf in (np.zeros(8, np.int64), np.zeros((2, 5), np.uint8)):
+        with pytest.raises(TypeError):
+            _opscan.fetch_scan(buf, 1, 0, REACH, 1, None)
+    with pytest.raises(TypeError):
+        _opscan.fetch_scan(_index(REACH), 1, 0, REACH, 1, (0, 0, b""))  # rows: a bytearray only
+    held = memoryview(rows)
+    with pytest.raises(BufferError):  # rows that cannot grow
+        _opscan.fetch_scan(_index(REACH), 1, 0, REACH, 1, (0, 0, rows))
+    held.release()
+    assert _opscan.fetch_scan(_index(REACH), 1, 0, REACH, 0, None) is None  # a limit of none
+    buf = b"." * 9 + _index(REACH) + b"." * 9  # only buf[:chunk] is searched, whatever follows it
+    for chunk, found in ((9, []), (10, [9 + 100])):
+        got = _opscan.fetch_scan(buf, chunk, 100, REACH, 1, None)
+        assert np.frombuffer(got[1], np.int64).tolist() == found

@@ -8,7 +8,8 @@
   after another, faster; without it, or with VIZEXPORT_PURE_PYTHON=1 in the environment, numpy walks.
 - `fetch_candidates`: which memo entries LONG_BINGET may fetch, and the last frame that may, by a byte search. Every
   real LONG_BINGET is found; a 0x6a byte inside other data only adds a candidate, which keeps that entry a little
-  longer. So the stream can release entries without a scan of the frames still to come.
+  longer. So the stream can release entries without a scan of the frames still to come. In C too (`_opscan`), with
+  numpy's search as its reference and fallback, as for the walk.
 """
 from __future__ import annotations
 
@@ -80,7 +81,7 @@ def _compiled() -> ModuleType | None:
     return _opscan
 
 
-_fast = _compiled()  # frame_memos' walk: the C one, or None for numpy's
+_fast = _compiled()  # frame_memos' walk and fetch_candidates' search: the C ones, or None for numpy's
 
 
 def opcodes(payload: bytes) -> Iterator[tuple[int, int]]:
@@ -176,8 +177,22 @@ def fetch_candidates(fd: int, size: int, frames: list[int], chunk: int = 64 << 2
     frame where one may; a superset of the real fetches. None past MAX_CANDIDATES distinct indices (real profiles
     have hundreds: a file made of 0x6a bytes is left to the whole load, which has its own limits).
     `late` (offset, floor): also every place at or past that offset where one may fetch an index of at least `floor`,
-    as rows (index, offset); else none."""
-    starts = np.asarray(frames, np.int64)
+    as rows (index, offset); else none. The file is read `chunk` bytes at a time (and the 4 after: an index that
+    crosses into the next chunk); the C search (`_opscan`) where built, else numpy's, to the same result."""
+    search = _search_numpy if _fast is None else _search_compiled
+    return search(fd, size, np.asarray(frames, np.int64), chunk, late)
+
+
+def _last_frames(found: dict[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """The indices of `found` (index -> frame) in order, and their frames."""
+    idx = np.fromiter(found, np.int64, len(found))
+    order = np.argsort(idx)
+    return idx[order], np.fromiter(found.values(), np.int64, len(found))[order]
+
+
+def _search_numpy(fd: int, size: int, starts: np.ndarray, chunk: int, late: tuple[int, int] | None
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """fetch_candidates with numpy, a fresh buffer per chunk: the reference the C search (_opscan.c) matches."""
     found: dict[int, int] = {}
     places = [np.empty((0, 2), np.int64)]
     for at in range(0, size, chunk):
@@ -196,6 +211,32 @@ def fetch_candidates(fd: int, size: int, frames: list[int], chunk: int = 64 << 2
             return None
         frame = np.searchsorted(starts, pos[::-1][first] + at, "right") - 1
         found.update(zip(uniq.tolist(), frame.tolist(), strict=True))  # later chunks overwrite: later frames
-    idx = np.fromiter(found, np.int64, len(found))
-    order = np.argsort(idx)
-    return idx[order], np.fromiter(found.values(), np.int64, len(found))[order], np.concatenate(places)
+    return *_last_frames(found), np.concatenate(places)
+
+
+def _search_compiled(fd: int, size: int, starts: np.ndarray, chunk: int, late: tuple[int, int] | None
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """fetch_candidates with _opscan.fetch_scan, chunk by chunk into one buffer (read, not mapped: a mapped file's
+    pages would count in the process's RSS). Each call gives its chunk's distinct indices and their last offsets
+    (or None, past what MAX_CANDIDATES leaves), and appends the chunk's late rows to `rows`."""
+    found: dict[int, int] = {}
+    rows = bytearray()
+    buf = np.empty(max(chunk, 0) + 4, np.uint8)  # pages only where read: a small file's untouched
+    for at in range(0, size, chunk):
+        got = _fast.fetch_scan(buf[:_read_into(fd, buf, at)], chunk, at, BINGET_REACH, MAX_CANDIDATES - len(found),
+                               None if late is None else (*late, rows))
+        if got is None:
+            return None
+        idx, last = (np.frombuffer(b, np.int64) for b in got)
+        frame = np.searchsorted(starts, last, "right") - 1
+        found.update(zip(idx.tolist(), frame.tolist(), strict=True))  # later chunks overwrite: later frames
+    return *_last_frames(found), np.frombuffer(rows, np.int64).reshape(-1, 2)
+
+
+def _read_into(fd: int, buf: np.ndarray, at: int) -> int:
+    """Bytes read into `buf` from offset `at` (fewer at the file's end)."""
+    if hasattr(os, "preadv"):
+        return os.preadv(fd, [buf], at)
+    raw = os.pread(fd, len(buf), at)
+    buf[:len(raw)] = np.frombuffer(raw, np.uint8)
+    return len(raw)
