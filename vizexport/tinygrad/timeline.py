@@ -131,8 +131,8 @@ class _Launches:
 @dataclass
 class _TrackColumns:
     """One device string's spans as its tracks hold them (sorted, each with its lane), before any is placed: rows
-    give each span's name, args and callstack. Made apart from placing (a host device's in a forked process) and
-    interned only when placed, so that ids come in the order placing uses them."""
+    give each span's name, args and callstack. Made apart from placing and interned only when placed, so that ids
+    come in the order placing uses them."""
 
     idx: np.ndarray | None  # the profile's index of each device span (host spans are not looked up by it)
     st: np.ndarray
@@ -280,6 +280,12 @@ def _host_order(spans: SpanTable) -> tuple[str, np.ndarray, np.ndarray | None] |
     return dev, small(order), small(lanes) if lanes.any() else None
 
 
+def _points(prof: Profile, links: bool, memory: bool) -> tuple[LaunchLinks, dict[str, tuple[list[int], list[int]]]]:
+    """What the builder reads of the profile's points (in a forked process for a big one: only ints travel): the
+    launch links and the memory counters."""
+    return link_launches(prof) if links else LaunchLinks({}, {}), prof.memory() if memory else {}
+
+
 @dataclass
 class _Deferred:
     """The biggest host device's track as interned where it goes (its names and callstacks get their ids then),
@@ -339,26 +345,19 @@ class _Builder:
 
     def _columns(self) -> tuple[dict[str, _TrackColumns], dict[str, np.ndarray], Callable[[], Any]]:
         """Every placed device string's spans as columns but the biggest host device's (and each one's span
-        indexes), and what gives that one's order (_host_order); the launch links, memory and buffer lifetimes
-        meanwhile."""
+        indexes), and what gives that one's order (_host_order); the launch links, memory and buffer lifetimes."""
         # the biggest host device's spans (alone half of this build) are sorted in a forked process, and the launch
-        # links made in another, meanwhile; each groups the spans by device itself, so that it starts at once
-        host, fork = HOST_SPANS in self.stages, len(self.p.spans) >= FORK_SPANS
+        # links and memory counters made in another, meanwhile; each starts at once (reading the spans by itself)
+        fork = HOST_SPANS in self.stages and len(self.p.spans) >= FORK_SPANS
         host_order: Callable[[], Any] = partial(_host_order, self.p.spans)
-        host_order = self.executor.forked(host_order) if host and fork else host_order
-        links: Callable[[], LaunchLinks] = lambda: LaunchLinks({}, {})  # noqa: E731
-        if LAUNCH_LINKS in self.stages and host and fork:
-            links = self.executor.forked(partial(link_launches, self.p))
+        host_order = self.executor.forked(host_order) if fork else host_order
+        points: Callable[[], Any] = partial(_points, self.p, LAUNCH_LINKS in self.stages, MEMORY in self.stages)
+        points = self.executor.forked(points) if fork else points
         spans_by_dev = self.p.spans.by_device()
-        self._biggest = _biggest_host(spans_by_dev) if host else None
-        columns = _host_columns(self.p.spans, spans_by_dev, self._biggest) if host else {}
-        if LAUNCH_LINKS in self.stages and not (host and fork):
-            device_spans = np.sort(np.concatenate([idx for d, idx in spans_by_dev.items() if d not in HOST] or
-                                                  [np.zeros(0, np.int64)]))
-            links = partial(link_launches, self.p, device_spans)
-        self.memory = self.p.memory() if MEMORY in self.stages else {}
-        self.lifetimes = lifetimes(self.p) if self.memory else {}
-        if not host:
+        self._biggest = _biggest_host(spans_by_dev) if HOST_SPANS in self.stages else None
+        columns = _host_columns(self.p.spans, spans_by_dev, self._biggest) if HOST_SPANS in self.stages else {}
+        self.lifetimes = lifetimes(self.p) if MEMORY in self.stages else {}  # none where there is no memory
+        if HOST_SPANS not in self.stages:
             spans_by_dev = {d: idx for d, idx in spans_by_dev.items() if d not in HOST}
         # exec events give launches their variables (for estimates) and their arguments (launch links)
         linked = self.est is not None or LAUNCH_LINKS in self.stages
@@ -368,7 +367,7 @@ class _Builder:
             from ..sqtt import pmc_span_args
             self.pmc = pmc_span_args(self.p, launches)
         columns |= {d: self._device_columns(d, idx, execs.get(d)) for d, idx in spans_by_dev.items() if d not in HOST}
-        self.links = links()
+        self.links, self.memory = points()
         return columns, spans_by_dev, host_order
 
     def _root(self, root: str, spans_by_dev: dict[str, np.ndarray], columns: dict[str, _TrackColumns],
