@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from ..sqtt import Launch
 
 FORK_SPANS = 300_000  # spans from which host spans are ordered in a forked process (below, forking costs more)
-_GATHER = 1 << 20  # spans of the biggest host track made at a time (the columns made meanwhile stay a few MB)
+_GATHER = 1 << 16  # spans of the biggest host track made at a time (the columns made meanwhile stay small)
 # the stages of a build (see the module's docstring)
 HOST_SPANS = "host spans"  # the host roots' tracks (TINY, USER, GC): Python-side spans
 CALLSTACKS = "callstacks"  # every slice's Python callstack
@@ -339,8 +339,9 @@ class _Builder:
             add_launches(self.tl, self.launches_track, self.p, self.links, self.placed, self.exec_args)
         if MARKERS in self.stages:
             self._markers()
-        if self._deferred is not None:
-            self._place_deferred(self._deferred, host_order())
+        deferred, self._deferred = self._deferred, None  # its columns go once placed (the builder may outlive it)
+        if deferred is not None:
+            self._place_deferred(deferred, host_order())
         return self.tl
 
     def _columns(self) -> tuple[dict[str, _TrackColumns], dict[str, np.ndarray], Callable[[], Any]]:
