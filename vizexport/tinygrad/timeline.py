@@ -352,12 +352,13 @@ class _Builder:
         fork = HOST_SPANS in self.stages and len(self.p.spans) >= FORK_SPANS
         host_order: Callable[[], Any] = partial(_host_order, self.p.spans)
         host_order = self.executor.forked(host_order) if fork else host_order
-        points: Callable[[], Any] = partial(_points, self.p, LAUNCH_LINKS in self.stages, MEMORY in self.stages)
-        points = self.executor.forked(points) if fork else points
+        links, memory = LAUNCH_LINKS in self.stages, MEMORY in self.stages
+        points: Callable[[], Any] = partial(_points, self.p, links, memory)
+        points = self.executor.forked(points) if fork and (links or memory) else points
         spans_by_dev = self.p.spans.by_device()
         self._biggest = _biggest_host(spans_by_dev) if HOST_SPANS in self.stages else None
         columns = _host_columns(self.p.spans, spans_by_dev, self._biggest) if HOST_SPANS in self.stages else {}
-        self.lifetimes = lifetimes(self.p) if MEMORY in self.stages else {}  # none where there is no memory
+        self.lifetimes = lifetimes(self.p) if memory else {}  # none where there is no memory
         if HOST_SPANS not in self.stages:
             spans_by_dev = {d: idx for d, idx in spans_by_dev.items() if d not in HOST}
         # exec events give launches their variables (for estimates) and their arguments (launch links)
