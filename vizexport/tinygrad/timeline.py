@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from ..sqtt import Launch
 
 FORK_SPANS = 300_000  # spans from which host spans are ordered in a forked process (below, forking costs more)
+FORK_POINTS = 250_000  # points from which launch links and memory counters are made in a forked process
 _GATHER = 1 << 16  # spans of the biggest host track made at a time (the columns made meanwhile stay small)
 # the stages of a build (see the module's docstring)
 HOST_SPANS = "host spans"  # the host roots' tracks (TINY, USER, GC): Python-side spans
@@ -354,7 +355,8 @@ class _Builder:
         host_order = self.executor.forked(host_order) if fork else host_order
         links, memory = LAUNCH_LINKS in self.stages, MEMORY in self.stages
         points: Callable[[], Any] = partial(_points, self.p, links, memory)
-        points = self.executor.forked(points) if fork and (links or memory) else points
+        points = self.executor.forked(points) if fork and (links or memory) and len(self.p.points) >= FORK_POINTS \
+            else points
         spans_by_dev = self.p.spans.by_device()
         self._biggest = _biggest_host(spans_by_dev) if HOST_SPANS in self.stages else None
         columns = _host_columns(self.p.spans, spans_by_dev, self._biggest) if HOST_SPANS in self.stages else {}
