@@ -157,6 +157,19 @@ class Timeline:
         self.tracks.append(t)
         return t
 
+    def move_last(self, n: int, at: int) -> dict[int, int]:
+        """Move the n tracks added last to index `at`, as if added when the timeline had `at` tracks: uuids, parents
+        and ranks (the order siblings were added in) follow. Returns the new uuid of each track whose uuid changed."""
+        tracks = self.tracks[:len(self.tracks) - n]
+        tracks[at:at] = self.tracks[len(self.tracks) - n:]
+        new = {t.uuid: i for i, t in enumerate(tracks, 1)}
+        self._n_children = {}
+        for t in tracks:
+            t.uuid, t.parent = new[t.uuid], new.get(t.parent, 0)
+            t.rank = self._n_children[t.parent] = self._n_children.get(t.parent, 0) + 1
+        self.tracks = tracks
+        return {old: uuid for old, uuid in new.items() if old != uuid}
+
     def children(self, t: Track | None) -> list[Track]:
         uuid = t.uuid if t is not None else 0
         return sorted((c for c in self.tracks if c.parent == uuid), key=lambda c: c.rank)

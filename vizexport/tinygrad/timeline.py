@@ -16,7 +16,8 @@ from __future__ import annotations
 import bisect
 from array import array
 from collections import defaultdict
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from functools import cached_property, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -52,7 +53,9 @@ from .launches import LAUNCHES, ExecArgs, LaunchLinks, Placed, add_launches, lin
 if TYPE_CHECKING:
     from ..sqtt import Launch
 
-FORK_SPANS = 300_000  # spans from which host spans are prepared in a forked process (below, forking costs more)
+FORK_SPANS = 300_000  # spans from which host spans are ordered in a forked process (below, forking costs more)
+FORK_POINTS = 250_000  # points from which launch links and memory counters are made in a forked process
+_GATHER = 1 << 16  # spans of the biggest host track made at a time (the columns made meanwhile stay small)
 # the stages of a build (see the module's docstring)
 HOST_SPANS = "host spans"  # the host roots' tracks (TINY, USER, GC): Python-side spans
 CALLSTACKS = "callstacks"  # every slice's Python callstack
@@ -129,8 +132,8 @@ class _Launches:
 @dataclass
 class _TrackColumns:
     """One device string's spans as its tracks hold them (sorted, each with its lane), before any is placed: rows
-    give each span's name, args and callstack. Made apart from placing (a host device's in a forked process) and
-    interned only when placed, so that ids come in the order placing uses them."""
+    give each span's name, args and callstack. Made apart from placing and interned only when placed, so that ids
+    come in the order placing uses them."""
 
     idx: np.ndarray | None  # the profile's index of each device span (host spans are not looked up by it)
     st: np.ndarray
@@ -217,28 +220,87 @@ def _key_args(k: Any, parts: _KeyParts) -> tuple[str, dict]:
     return k.name, args
 
 
-def _host_columns(spans: SpanTable, by_dev: dict[str, np.ndarray] | None = None, biggest: bool = False
-                  ) -> dict[str, _TrackColumns]:
-    """Host devices' spans (most of a profile's events): a row per shared Key, its name and args made once. Those of
-    the host device with the most spans, or of the others."""
-    by_dev = spans.by_device() if by_dev is None else by_dev
+def _biggest_host(by_dev: dict[str, np.ndarray]) -> str | None:
+    """The host device with the most spans (the last of the most, in by_device's order)."""
     host = sorted((d for d in by_dev if d in HOST), key=lambda d: len(by_dev[d]))
+    return host[-1] if host else None
+
+
+def _key_rows(spans: SpanTable, first: np.ndarray) -> tuple[np.ndarray, list[str], np.ndarray, list]:
+    """Rows of a host track, one per Key code in `first` (in order): each code's row, and per row its name, args
+    (a dict shared by the spans of the row) and callstack."""
+    row = np.zeros(len(spans.keys), np.int32)
+    row[first] = np.arange(len(first), dtype=np.int32)
+    keys = [spans.keys[c] for c in first.tolist()]
+    parts = _KeyParts()
+    named = [_key_args(k, parts) for k in keys]
+    return (row, [name for name, _ in named], np.fromiter((a for _, a in named), object, len(named)),
+            [parts.frames(k.tb) for k in keys])
+
+
+def _host_columns(spans: SpanTable, by_dev: dict[str, np.ndarray], skip: str | None) -> dict[str, _TrackColumns]:
+    """Host devices' spans but `skip`'s (the biggest: _host_order): a row per shared Key, its name and args made
+    once."""
     out = {}
-    for dev in host[-1:] if biggest else host[:-1]:
+    for dev in (d for d in by_dev if d in HOST and d != skip):
         idx = by_dev[dev]
         order, st, dur, lanes = _sorted_spans(spans, idx)
         codes = spans.key[idx[order]]
         used, first_at = np.unique(codes, return_index=True)
-        first = used[np.argsort(first_at)]  # each Key once, in order of first use
-        row = np.zeros(len(spans.keys), np.int32)
-        row[first] = np.arange(len(first), dtype=np.int32)
-        keys = [spans.keys[c] for c in first.tolist()]
-        parts = _KeyParts()
-        named = [_key_args(k, parts) for k in keys]
-        out[dev] = _TrackColumns(None, st, dur, lanes, row[codes], [name for name, _ in named],
-                                 np.fromiter((a for _, a in named), object, len(named)),
-                                 [parts.frames(k.tb) for k in keys])
+        row, names, args, frames = _key_rows(spans, used[np.argsort(first_at)])  # each Key in order of first use
+        out[dev] = _TrackColumns(None, st, dur, lanes, row[codes], names, args, frames)
     return out
+
+
+def _first_use(spans: SpanTable, idx: np.ndarray) -> np.ndarray:
+    """The Key codes of rows `idx` in order of first use in their track's order (_sorted_spans'), found without
+    sorting the rows: a code's first row is its least (start, -end, position)."""
+    st, codes = spans.st[idx], spans.key[idx]
+    least = np.full(len(spans.keys), np.iinfo(np.int64).max, np.int64)
+    np.minimum.at(least, codes, st)
+    at = np.flatnonzero(st == least[codes])  # rows starting when their Key is first used (few)
+    st, codes = st[at], codes[at]
+    en = spans.en[idx[at]]
+    en = np.where(en == 0, st, en)  # as _sorted_spans sorts them
+    latest = np.full(len(spans.keys), np.iinfo(np.int64).min, np.int64)
+    np.maximum.at(latest, codes, en)
+    at, st, en, codes = (x[en == latest[codes]] for x in (at, st, en, codes))
+    used, first = np.unique(codes, return_index=True)  # `at` ascends: each code's first row left
+    return used[np.lexsort((at[first], -en[first], st[first]))]
+
+
+def _host_order(spans: SpanTable) -> tuple[str, np.ndarray, np.ndarray | None] | None:
+    """The biggest host device's track order (made in a forked process: only what little it returns travels):
+    that device, its rows' order (positions in its by_device rows) and each one's lane (None: all on one)."""
+    by_dev = spans.by_device()
+    dev = _biggest_host(by_dev)
+    if dev is None:
+        return None
+    order, _, _, lanes = _sorted_spans(spans, by_dev[dev])
+    small = lambda a: a.astype(np.min_scalar_type(int(a.max(initial=0))))  # noqa: E731
+    return dev, small(order), small(lanes) if lanes.any() else None
+
+
+def _points(prof: Profile, links: bool, memory: bool) -> tuple[LaunchLinks, dict[str, tuple[list[int], list[int]]]]:
+    """What the builder reads of the profile's points (in a forked process for a big one: only ints travel): the
+    launch links and the memory counters."""
+    return link_launches(prof) if links else LaunchLinks({}, {}), prof.memory() if memory else {}
+
+
+@dataclass
+class _Deferred:
+    """The biggest host device's track as interned where it goes (its names and callstacks get their ids then),
+    filled once its order comes (_host_order) and moved there."""
+
+    dev: str
+    group: Track
+    at: int  # its first track's index among the timeline's tracks
+    idx: np.ndarray  # its rows
+    row: np.ndarray  # Key code → row
+    args: np.ndarray  # per row: its dict (shared by the spans of the row)
+    sids: np.ndarray  # per row: its name's id
+    stacks: np.ndarray  # per row: its callstack's id, -1 for none
+    has_args: np.ndarray  # per row
 
 
 class _Builder:
@@ -258,9 +320,12 @@ class _Builder:
         self._key_args = _Once(lambda k: _key_args(k, self.parts)[1])
         self._key_frames = _Once(lambda k: self.parts.frames(k.tb))
         self._hex = _Once(bytes.hex)
+        self._deferred: _Deferred | None = None
 
     def build(self) -> Timeline:
-        columns, spans_by_dev = self._columns()
+        """Every track in order, but the biggest host device's, which comes from a forked process: its track's ids
+        are interned where it goes, and it is filled and moved there last (both processes are busy meanwhile)."""
+        columns, spans_by_dev, host_order = self._columns()
         mem_devs = sorted(self.memory, key=natural)
         roots = {device_root(d) for d in spans_by_dev} | {device_root(d) for d in mem_devs}
         roots |= {LAUNCHES} if self.links.spans else set()
@@ -275,24 +340,28 @@ class _Builder:
             add_launches(self.tl, self.launches_track, self.p, self.links, self.placed, self.exec_args)
         if MARKERS in self.stages:
             self._markers()
+        deferred, self._deferred = self._deferred, None  # its columns go once placed (the builder may outlive it)
+        if deferred is not None:
+            self._place_deferred(deferred, host_order())
         return self.tl
 
-    def _columns(self) -> tuple[dict[str, _TrackColumns], dict[str, np.ndarray]]:
-        """Every placed device string's spans as columns (and each one's span indexes); the launch links, memory
-        and buffer lifetimes meanwhile."""
-        # the biggest host device's spans (alone half of this build) are sorted and named in a forked process meanwhile;
-        # it groups the spans by device itself, so that it starts at once, while this process does the same for the rest
-        host = HOST_SPANS in self.stages
-        biggest = partial(_host_columns, self.p.spans, biggest=True)
-        biggest = self.executor.forked(biggest) if host and len(self.p.spans) >= FORK_SPANS else biggest
+    def _columns(self) -> tuple[dict[str, _TrackColumns], dict[str, np.ndarray], Callable[[], Any]]:
+        """Every placed device string's spans as columns but the biggest host device's (and each one's span
+        indexes), and what gives that one's order (_host_order); the launch links, memory and buffer lifetimes."""
+        # the biggest host device's spans (alone half of this build) are sorted in a forked process, and the launch
+        # links and memory counters made in another, meanwhile; each starts at once (reading the spans by itself)
+        fork = HOST_SPANS in self.stages and len(self.p.spans) >= FORK_SPANS
+        host_order: Callable[[], Any] = partial(_host_order, self.p.spans)
+        host_order = self.executor.forked(host_order) if fork else host_order
+        links, memory = LAUNCH_LINKS in self.stages, MEMORY in self.stages
+        points: Callable[[], Any] = partial(_points, self.p, links, memory)
+        points = self.executor.forked(points) if fork and (links or memory) and len(self.p.points) >= FORK_POINTS \
+            else points
         spans_by_dev = self.p.spans.by_device()
-        columns = _host_columns(self.p.spans, spans_by_dev, biggest=False) if host else {}
-        device_spans = np.sort(np.concatenate([idx for d, idx in spans_by_dev.items() if d not in HOST] or
-                                              [np.zeros(0, np.int64)]))
-        self.links = link_launches(self.p, device_spans) if LAUNCH_LINKS in self.stages else LaunchLinks({}, {})
-        self.memory = self.p.memory() if MEMORY in self.stages else {}
-        self.lifetimes = lifetimes(self.p) if self.memory else {}
-        if not host:
+        self._biggest = _biggest_host(spans_by_dev) if HOST_SPANS in self.stages else None
+        columns = _host_columns(self.p.spans, spans_by_dev, self._biggest) if HOST_SPANS in self.stages else {}
+        self.lifetimes = lifetimes(self.p) if memory else {}  # none where there is no memory
+        if HOST_SPANS not in self.stages:
             spans_by_dev = {d: idx for d, idx in spans_by_dev.items() if d not in HOST}
         # exec events give launches their variables (for estimates) and their arguments (launch links)
         linked = self.est is not None or LAUNCH_LINKS in self.stages
@@ -302,7 +371,8 @@ class _Builder:
             from ..sqtt import pmc_span_args
             self.pmc = pmc_span_args(self.p, launches)
         columns |= {d: self._device_columns(d, idx, execs.get(d)) for d, idx in spans_by_dev.items() if d not in HOST}
-        return (columns | biggest()) if host else columns, spans_by_dev
+        self.links, self.memory = points()
+        return columns, spans_by_dev, host_order
 
     def _root(self, root: str, spans_by_dev: dict[str, np.ndarray], columns: dict[str, _TrackColumns],
               mem_devs: list[str]) -> None:
@@ -310,13 +380,13 @@ class _Builder:
         group = self.tl.add_track(root, None, "group", Role.HOST if root in HOST else Role.DEVICE)
         devs = sorted((d for d in spans_by_dev if device_root(d) == root), key=natural)
         for d in (d for d in devs if d == root):
-            self._place(group, d, columns.pop(d))
+            self._place_or_defer(group, d, columns, spans_by_dev)
         if root == LAUNCHES and self.links.spans:
             self.launches_track = self.tl.add_track("Launches", group, "slice", Role.LAUNCHES)
         if root in self._graph_roots:
             self._graph_track(group, root)
         for d in (d for d in devs if d != root):
-            self._place(group, d, columns.pop(d))
+            self._place_or_defer(group, d, columns, spans_by_dev)
         for d in mem_devs:
             if device_root(d) == root:
                 self._memory(group, d, *self.memory[d])
@@ -334,13 +404,28 @@ class _Builder:
         return {device_root(g.device) for g in self.p.graphs if g.entries}
 
     # --- slices -------------------------------------------------------------------------------------------------
+    def _place_or_defer(self, group: Track, dev: str, columns: dict[str, _TrackColumns],
+                        spans_by_dev: dict[str, np.ndarray]) -> None:
+        if dev != self._biggest:
+            self._place(group, dev, columns.pop(dev))
+            return
+        idx = spans_by_dev[dev]
+        row, names, args, frames = _key_rows(self.p.spans, _first_use(self.p.spans, idx))
+        self._deferred = _Deferred(dev, group, len(self.tl.tracks), idx, row, args, *self._row_ids(names, args, frames))
+
+    def _row_ids(self, names: list[str], args: np.ndarray, frames: list[tuple[Frame, ...] | None]
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per row of a track: its name's id, its callstack's (-1: none), and whether it has args (ids interned now,
+        in the order placing uses them)."""
+        intern, stack = self.tl.intern, _Once(self.tl.intern_stack)
+        sids = np.array([intern(name) for name in names], np.int64)
+        stacks = np.array([-1 if f is None else stack(f) for f in frames] if CALLSTACKS in self.stages else
+                          np.full(len(frames), -1), np.int64)
+        return sids, stacks, np.fromiter(map(bool, args), bool, len(args))
+
     def _place(self, group: Track, dev: str, c: _TrackColumns) -> None:
         """Spans of one device string on as many same-named lanes as keep every lane properly nested."""
-        intern, stack = self.tl.intern, _Once(self.tl.intern_stack)
-        sids = np.array([intern(name) for name in c.names], np.int64)[c.rows]
-        stacks = np.array([-1 if f is None else stack(f) for f in c.frames] if CALLSTACKS in self.stages else
-                          np.full(len(c.frames), -1), np.int64)[c.rows]
-        has_args = np.fromiter(map(bool, c.args), bool, len(c.args))[c.rows]
+        sids, stacks, has_args = (x[c.rows] for x in self._row_ids(c.names, c.args, c.frames))
         n_lanes = int(c.lanes.max(initial=0)) + 1
         role = Role.HOST if dev in HOST else Role.COPY if is_copy_engine(dev) else Role.QUEUE
         for lane in range(n_lanes):
@@ -358,6 +443,31 @@ class _Builder:
                 keys = c.launches.keys[at]
                 self.table.add(track.uuid, _launch_rows(track, keys, self._category_codes(track, keys),
                                                         c.launches.figures[at]))
+
+    def _place_deferred(self, d: _Deferred, host_order: tuple[str, np.ndarray, np.ndarray | None]) -> None:
+        """The biggest host device's lanes, from its order, filled a part at a time and moved where they go (the
+        launch table's track uuids follow)."""
+        dev, order, lanes = host_order
+        assert dev == d.dev, (dev, d.dev)
+        spans, first = self.p.spans, len(self.tl.tracks)
+        for lane in range(int(lanes.max()) + 1 if lanes is not None else 1):
+            mine = order if lanes is None else order[lanes == lane]
+            track = self.tl.add_track(dev, d.group, "slice", Role.HOST)
+            for at in range(0, len(mine), _GATHER):
+                rows_at = d.idx[mine[at:at + _GATHER]]
+                st = spans.st[rows_at]
+                en = np.maximum(spans.en[rows_at], st)
+                rows = d.row[spans.key[rows_at]]
+                track.ts.frombytes(st.tobytes())
+                track.dur.frombytes(np.where(en > st, en - st, -1).tobytes())
+                track.names.frombytes(d.sids[rows].astype(f"i{track.names.itemsize}").tobytes())
+                stacks = d.stacks[rows]
+                with_args, with_stack = np.flatnonzero(d.has_args[rows]), np.flatnonzero(stacks >= 0)
+                track.args.update(zip((with_args + at).tolist(), d.args[rows[with_args]].tolist(), strict=True))
+                track.stacks.update(zip((with_stack + at).tolist(), stacks[with_stack].tolist(), strict=True))
+        moved = self.tl.move_last(len(self.tl.tracks) - first, d.at)
+        table = self.tl.launches
+        self.tl.launches = replace(table, tracks=[moved.get(u, u) for u in table.tracks])
 
     def _category_codes(self, track: Track, keys: np.ndarray) -> np.ndarray:
         """Each launch's category (a code into CATEGORIES) from its name as shown, its track and its program."""
