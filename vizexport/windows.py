@@ -52,8 +52,11 @@ class Window:
 
 def _times(tl: Timeline) -> np.ndarray:
     parts = [np.asarray(t.ts) for t in tl.tracks if len(t)]
-    # each track is in time order: a stable sort (timsort) merges the runs, 4x faster than quicksort on 20M events
-    return np.sort(np.concatenate(parts), kind="stable") if parts else np.zeros(0, np.int64)
+    times = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    # each track is in time order: a stable sort (timsort) merges the runs, 4x faster than quicksort on 20M events;
+    # in place, as this is the peak of a big conversion's memory (np.sort's copy cost the 20M-event one 0.16 GiB)
+    times.sort(kind="stable")
+    return times
 
 
 def plan(tl: Timeline, budget: int = WINDOW_EVENTS) -> list[Window]:
