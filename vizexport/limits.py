@@ -100,10 +100,9 @@ def lend(workers: int, most: int | None = None) -> tuple[int, int | None]:
     shrinks by what it lends until `give_back`. Fewer workers where a share would be below MIN_WORKER_MEMORY:
     (0, None) means none (do the work here). (workers, None) without a cap."""
     global _lent
-    used = data_size() if _memory_cap is not None else None
-    if _memory_cap is None or used is None:
+    free = _free()
+    if free is None:
         return workers, None
-    free = _memory_cap - _lent - used
     workers = max(0, min(workers, free // MIN_WORKER_MEMORY - 1))
     if not workers:
         return 0, None
@@ -116,10 +115,14 @@ def lend(workers: int, most: int | None = None) -> tuple[int, int | None]:
 def share(workers: int) -> int | None:
     """What each of `workers` forked now would be lent at most (None: no cap): workers forked one at a time that
     are lent no more than this each hold the command's cap as `lend(workers)` would."""
+    free = _free()
+    return None if free is None else max(MIN_WORKER_MEMORY, free // (workers + 1))
+
+
+def _free() -> int | None:
+    """What this process may still allocate under the command's cap, less what it lent (None: no cap)."""
     used = data_size() if _memory_cap is not None else None
-    if _memory_cap is None or used is None:
-        return None
-    return max(MIN_WORKER_MEMORY, (_memory_cap - _lent - used) // (workers + 1))
+    return None if _memory_cap is None or used is None else _memory_cap - _lent - used
 
 
 def give_back(amount: int) -> None:

@@ -152,7 +152,12 @@ def _sorted_spans(spans: SpanTable, idx: np.ndarray) -> tuple[np.ndarray, np.nda
     order = np.lexsort((-np.where(en == 0, st, en), st))  # as sorted() by (st, -(en or st)): stable
     st, en = st[order], np.maximum(en[order], st[order])
     lanes = np.zeros(len(idx), np.int8) if _nested(st, en) else np.array(_lanes(st.tolist(), en.tolist()))
-    return order, st, np.where(en > st, en - st, -1), lanes
+    return order, st, _durations(st, en), lanes
+
+
+def _durations(st: np.ndarray, en: np.ndarray) -> np.ndarray:
+    """Slice durations of spans: -1 (an instant) where a span ends at or before it starts (or never ended: 0)."""
+    return np.where(en > st, en - st, -1)
 
 
 def _launch_rows(track: Track, keys: np.ndarray, categories: np.ndarray, figures: np.ndarray) -> LaunchRows:
@@ -268,16 +273,34 @@ def _first_use(spans: SpanTable, idx: np.ndarray) -> np.ndarray:
     return used[np.lexsort((at[first], -en[first], st[first]))]
 
 
-def _host_order(spans: SpanTable) -> tuple[str, np.ndarray, np.ndarray | None] | None:
-    """The biggest host device's track order (made in a forked process: only what little it returns travels):
-    that device, its rows' order (positions in its by_device rows) and each one's lane (None: all on one)."""
-    by_dev = spans.by_device()
-    dev = _biggest_host(by_dev)
-    if dev is None:
-        return None
-    order, _, _, lanes = _sorted_spans(spans, by_dev[dev])
+def _host_order(spans: SpanTable, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """The track order of the biggest host device's rows `idx` (made in a forked process: only what little it
+    returns travels): their order (positions in `idx`) and each one's lane (None: all on one)."""
+    order, _, _, lanes = _sorted_spans(spans, idx)
     small = lambda a: a.astype(np.min_scalar_type(int(a.max(initial=0))))  # noqa: E731
-    return dev, small(order), small(lanes) if lanes.any() else None
+    return small(order), small(lanes) if lanes.any() else None
+
+
+@dataclass
+class _RowIds:
+    """Per row of a host track (a shared Key): its name's id, its callstack's (-1: none), its args (a dict shared by
+    the spans of the row) and whether it has any. Interned when placing comes to the track."""
+
+    sids: np.ndarray
+    stacks: np.ndarray
+    args: np.ndarray
+    has_args: np.ndarray
+
+    def append(self, track: Track, st: np.ndarray, dur: np.ndarray, rows: np.ndarray) -> None:
+        """Slices of these rows appended to `track`: starts, durations, names, args and callstacks."""
+        at = len(track)
+        track.ts.frombytes(st.tobytes())
+        track.dur.frombytes(dur.tobytes())
+        track.names.frombytes(self.sids[rows].astype(f"i{track.names.itemsize}").tobytes())
+        stacks = self.stacks[rows]
+        with_args, with_stack = np.flatnonzero(self.has_args[rows]), np.flatnonzero(stacks >= 0)
+        track.args.update(zip((with_args + at).tolist(), self.args[rows[with_args]].tolist(), strict=True))
+        track.stacks.update(zip((with_stack + at).tolist(), stacks[with_stack].tolist(), strict=True))
 
 
 @dataclass
@@ -285,15 +308,11 @@ class _Deferred:
     """The biggest host device's track as interned where it goes (its names and callstacks get their ids then),
     filled once its order comes (_host_order) and moved there."""
 
-    dev: str
     group: Track
     at: int  # its first track's index among the timeline's tracks
     idx: np.ndarray  # its rows
     row: np.ndarray  # Key code → row
-    args: np.ndarray  # per row: its dict (shared by the spans of the row)
-    sids: np.ndarray  # per row: its name's id
-    stacks: np.ndarray  # per row: its callstack's id, -1 for none
-    has_args: np.ndarray  # per row
+    ids: _RowIds
 
 
 class _Builder:
@@ -334,23 +353,24 @@ class _Builder:
         if MARKERS in self.stages:
             self._markers()
         deferred, self._deferred = self._deferred, None  # its columns go once placed (the builder may outlive it)
-        if deferred is not None:
+        if deferred is not None and host_order is not None:
             self._place_deferred(deferred, host_order())
         return self.tl
 
-    def _columns(self) -> tuple[dict[str, _TrackColumns], dict[str, np.ndarray], Callable[[], Any]]:
+    def _columns(self) -> tuple[dict[str, _TrackColumns], dict[str, np.ndarray], Callable[[], Any] | None]:
         """Every placed device string's spans as columns but the biggest host device's (and each one's span
-        indexes), and what gives that one's order (_host_order); the launch links, memory and buffer lifetimes."""
-        # the biggest host device's spans (alone half of this build) are sorted in a forked process meanwhile; it starts
-        # at once (grouping the spans by itself). Launch links and memory counters stay here: made in a second fork,
-        # the 20M-event profile's took no less time (82.7 s against 85.9 s, best of 2) and its copies of the points'
-        # pages cost the process tree 0.45 GiB
-        fork = HOST_SPANS in self.stages and len(self.p.spans) >= FORK_SPANS
-        host_order: Callable[[], Any] = partial(_host_order, self.p.spans)
-        host_order = self.executor.forked(host_order) if fork else host_order
+        indexes), and what gives that one's order (_host_order; None: no host device); the launch links, memory and
+        buffer lifetimes."""
+        # the biggest host device's spans (alone half of this build) are sorted in a forked process meanwhile. Launch
+        # links and memory counters stay here: made in a second fork, the 20M-event profile's took no less time (82.7 s
+        # against 85.9 s, best of 2) and its copies of the points' pages cost the process tree 0.45 GiB
         links, memory = LAUNCH_LINKS in self.stages, MEMORY in self.stages
         spans_by_dev = self.p.spans.by_device()
         self._biggest = _biggest_host(spans_by_dev) if HOST_SPANS in self.stages else None
+        host_order = None
+        if self._biggest is not None:
+            host_order = partial(_host_order, self.p.spans, spans_by_dev[self._biggest])
+            host_order = self.executor.forked(host_order) if len(self.p.spans) >= FORK_SPANS else host_order
         columns = _host_columns(self.p.spans, spans_by_dev, self._biggest) if HOST_SPANS in self.stages else {}
         self.lifetimes = lifetimes(self.p) if memory else {}  # none where there is no memory
         if HOST_SPANS not in self.stages:
@@ -404,32 +424,25 @@ class _Builder:
             return
         idx = spans_by_dev[dev]
         row, names, args, frames = _key_rows(self.p.spans, _first_use(self.p.spans, idx))
-        self._deferred = _Deferred(dev, group, len(self.tl.tracks), idx, row, args, *self._row_ids(names, args, frames))
+        self._deferred = _Deferred(group, len(self.tl.tracks), idx, row, self._row_ids(names, args, frames))
 
-    def _row_ids(self, names: list[str], args: np.ndarray, frames: list[tuple[Frame, ...] | None]
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per row of a track: its name's id, its callstack's (-1: none), and whether it has args (ids interned now,
-        in the order placing uses them)."""
+    def _row_ids(self, names: list[str], args: np.ndarray, frames: list[tuple[Frame, ...] | None]) -> _RowIds:
+        """A track's rows' ids, interned now (in the order placing uses them)."""
         intern, stack = self.tl.intern, _Once(self.tl.intern_stack)
         sids = np.array([intern(name) for name in names], np.int64)
         stacks = np.array([-1 if f is None else stack(f) for f in frames] if CALLSTACKS in self.stages else
                           np.full(len(frames), -1), np.int64)
-        return sids, stacks, np.fromiter(map(bool, args), bool, len(args))
+        return _RowIds(sids, stacks, args, np.fromiter(map(bool, args), bool, len(args)))
 
     def _place(self, group: Track, dev: str, c: _TrackColumns) -> None:
         """Spans of one device string on as many same-named lanes as keep every lane properly nested."""
-        sids, stacks, has_args = (x[c.rows] for x in self._row_ids(c.names, c.args, c.frames))
+        ids = self._row_ids(c.names, c.args, c.frames)
         n_lanes = int(c.lanes.max(initial=0)) + 1
         role = Role.HOST if dev in HOST else Role.COPY if is_copy_engine(dev) else Role.QUEUE
         for lane in range(n_lanes):
             at = np.flatnonzero(c.lanes == lane) if n_lanes > 1 else slice(None)
             track = self.tl.add_track(dev, group, "slice", role)
-            track.ts.frombytes(c.st[at].tobytes())
-            track.dur.frombytes(c.dur[at].tobytes())
-            track.names.frombytes(sids[at].astype(f"i{track.names.itemsize}").tobytes())
-            rows, with_args, with_stack = c.rows[at], np.flatnonzero(has_args[at]), np.flatnonzero(stacks[at] >= 0)
-            track.args = dict(zip(with_args.tolist(), c.args[rows[with_args]].tolist(), strict=True))
-            track.stacks = dict(zip(with_stack.tolist(), stacks[at][with_stack].tolist(), strict=True))
+            ids.append(track, c.st[at], c.dur[at], c.rows[at])
             if c.idx is not None:
                 self.placed.add_spans(track, c.idx[at])
             if c.launches is not None:
@@ -437,27 +450,18 @@ class _Builder:
                 self.table.add(track.uuid, _launch_rows(track, keys, self._category_codes(track, keys),
                                                         c.launches.figures[at]))
 
-    def _place_deferred(self, d: _Deferred, host_order: tuple[str, np.ndarray, np.ndarray | None]) -> None:
+    def _place_deferred(self, d: _Deferred, host_order: tuple[np.ndarray, np.ndarray | None]) -> None:
         """The biggest host device's lanes, from its order, filled a part at a time and moved where they go (the
         launch table's track uuids follow)."""
-        dev, order, lanes = host_order
-        assert dev == d.dev, (dev, d.dev)
+        order, lanes = host_order
         spans, first = self.p.spans, len(self.tl.tracks)
         for lane in range(int(lanes.max()) + 1 if lanes is not None else 1):
             mine = order if lanes is None else order[lanes == lane]
-            track = self.tl.add_track(dev, d.group, "slice", Role.HOST)
+            track = self.tl.add_track(self._biggest, d.group, "slice", Role.HOST)
             for at in range(0, len(mine), _GATHER):
                 rows_at = d.idx[mine[at:at + _GATHER]]
                 st = spans.st[rows_at]
-                en = np.maximum(spans.en[rows_at], st)
-                rows = d.row[spans.key[rows_at]]
-                track.ts.frombytes(st.tobytes())
-                track.dur.frombytes(np.where(en > st, en - st, -1).tobytes())
-                track.names.frombytes(d.sids[rows].astype(f"i{track.names.itemsize}").tobytes())
-                stacks = d.stacks[rows]
-                with_args, with_stack = np.flatnonzero(d.has_args[rows]), np.flatnonzero(stacks >= 0)
-                track.args.update(zip((with_args + at).tolist(), d.args[rows[with_args]].tolist(), strict=True))
-                track.stacks.update(zip((with_stack + at).tolist(), stacks[with_stack].tolist(), strict=True))
+                d.ids.append(track, st, _durations(st, spans.en[rows_at]), d.row[spans.key[rows_at]])
         moved = self.tl.move_last(len(self.tl.tracks) - first, d.at)
         table = self.tl.launches
         self.tl.launches = replace(table, tracks=[moved.get(u, u) for u in table.tracks])
