@@ -35,6 +35,9 @@ TERMINATE_GRACE = 2.0  # seconds a stopped worker has to exit before it is kille
 BACKGROUND_NICE = 10  # started_map's workers: CFS gives a nice-10 process about a tenth of a normal one's share
 POLL = 0.5  # seconds between looks at whether the workers a result is awaited from are still there
 PR_SET_PDEATHSIG = 1  # prctl(2): the signal this process gets when its parent ends
+# Held (blocked) while workers are forked, until each has its own handlers: a worker forked as the command is being
+# stopped would otherwise take the command's handler, and its stop, for its own, and print a traceback.
+HELD_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGALRM})
 
 Job = Callable[[], "tuple[int, Callable[[], Any]] | None"]  # a worker's next task (its key, the call), None: done
 
@@ -380,8 +383,9 @@ class ForkExecutor(Executor):
         gc.freeze()
         try:
             self._live[id(group)] = group
-            for p in processes:
-                p.start()
+            with _signals_held():
+                for p in processes:
+                    p.start()
         except BaseException:
             self._end(group, stop=True)
             raise
@@ -417,6 +421,8 @@ class ForkExecutor(Executor):
         self._prepared.clear()
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops the workers
         signal.signal(signal.SIGTERM, lambda signum, frame: _exit(results))
+        signal.signal(signal.SIGALRM, signal.SIG_IGN)  # the parent's retries of its stop (cli) are not a worker's
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, HELD_SIGNALS)
         _die_with(setup.parent)
         cap_worker(setup.allowance)
         forked_child()
@@ -425,6 +431,17 @@ class ForkExecutor(Executor):
         if setup.warm is not None:
             with contextlib.suppress(Exception):  # the task says it, if its warm-up failed
                 setup.warm()
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """HELD_SIGNALS blocked in this thread meanwhile (a forked worker inherits the mask): one that arrives is
+    handled on leaving."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, HELD_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def _here(fn: Callable[[Any], Any], items: Iterable[Any]) -> Iterator[Any]:
