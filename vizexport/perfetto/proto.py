@@ -31,10 +31,13 @@ import numpy as np
 from ..forks import SERIAL, Executor
 from ..output import Progress
 from ..timeline import META_NAME, Timeline, Track, slice_events
+from . import wire
 from .callstacks import samples
 from .wire import (
     CLOCK_BOOTTIME,
     COMPACT,
+    FLOW_IN_TAG,
+    FLOW_OUT_TAG,
     SEQ_NEEDS,
     TRACKS_SEQUENCE,
     WIRE_FIXED64,
@@ -75,9 +78,6 @@ _SCALARS = frozenset((str, int, float, bool))
 SEGMENT = 200_000  # events per sequence of a big track (the unit of parallel encoding)
 PARALLEL_MIN = 300_000  # events below which forking workers costs more than it saves
 
-
-# fixed64 tags of a TrackEvent's flow ids (a packet tail writes them after these, 8 little-endian bytes each)
-_FLOW_OUT, _FLOW_IN = (varint(n << 3 | WIRE_FIXED64) for n in (TrackEvent.FLOW_IDS, TrackEvent.TERMINATING_FLOW_IDS))
 
 
 def descriptor(t: Track, has_children: bool, top: int = 0) -> bytes:
@@ -208,7 +208,10 @@ class _Sequence:
 
         A scalar item is encoded once per sequence (kernel args repeat their buffers' modes, sizes and dtypes, a
         buffer's lifetime its users), its cached encoding looked up inline: most items are cached scalars, and a call
-        each costs as much as the lookup (kernel args and buffer lifetimes make ~1M items per 1M events)."""
+        each costs as much as the lookup (kernel args and buffer lifetimes make ~1M items per 1M events). In C where
+        built (wire.fast: the same cache, its misses made here), this loop being its reference."""
+        if wire.fast is not None and type(d) is dict:
+            return wire.fast.annotations(self, num, d)
         get, parts = self.entries.get, []
         for k, x in d.items():
             t = type(x)
@@ -317,7 +320,10 @@ def _groups(t: Track, start: int, end: int, names: np.ndarray, dur: np.ndarray) 
 def _tails(seq: _Sequence, t: Track, firsts: list[int], many: list[bool], tails: list[bytes]
            ) -> tuple[list[int], list[int]]:
     """Add each group's tail (made at its first event) to `tails`, and a second one for its later events where
-    the first defines interned data; returns the tail ids of each group's first and later events."""
+    the first defines interned data; returns the tail ids of each group's first and later events. In C where built
+    (wire.fast: the sequence's own tables, their misses made here), this loop being its reference."""
+    if wire.fast is not None and t.names.itemsize == 4 and t.dur.itemsize == 8:
+        return wire.fast.tails(seq, t.names, t.dur, t.args, t.flows_out, t.flows_in, firsts, many, tails)
     first_tail, later_tail = [], []
     for i, more in zip(firsts, many, strict=True):
         tail, reusable = _tail(seq, t, i)
@@ -354,9 +360,9 @@ def _tail(seq: _Sequence, t: Track, i: int) -> tuple[bytes, bool]:
     ev = _event(seq, t.names[i], t.dur[i] < 0, t.args.get(i))
     flows_out, flows_in = t.flows_out.get(i), t.flows_in.get(i)
     if flows_out:
-        ev += b"".join([_FLOW_OUT + f.to_bytes(8, "little") for f in flows_out])
+        ev += b"".join([FLOW_OUT_TAG + f.to_bytes(8, "little") for f in flows_out])
     if flows_in:
-        ev += b"".join([_FLOW_IN + f.to_bytes(8, "little") for f in flows_in])
+        ev += b"".join([FLOW_IN_TAG + f.to_bytes(8, "little") for f in flows_in])
     tail = field(TracePacket.TRACK_EVENT, ev)
     if not seq.new_interned:
         return tail + seq.needs, True

@@ -1,12 +1,14 @@
 """Protobuf wire encoding of Perfetto traces: the field numbers written (named as in perfetto_trace.proto), varints,
-fields, and packets framed column-wise with numpy; and how compactly events are laid out (Encoding). The trace encoder
-(proto) and the callstack samples (callstacks) both build on it.
+fields, and packets framed (in C where built, else column-wise with numpy); and how compactly events are laid out
+(Encoding). The trace encoder (proto) and the callstack samples (callstacks) both build on it.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
+
+from ..compiled import compiled
 
 _BYTES = [bytes((i,)) for i in range(128)]  # one-byte varints: most ids and lengths
 WIRE_VARINT, WIRE_FIXED64, WIRE_LEN = 0, 1, 2
@@ -135,6 +137,18 @@ def varint(n: int) -> bytes:
     return bytes(out)
 
 
+# fixed64 tags of a TrackEvent's flow ids (a packet tail writes them after these, 8 little-endian bytes each)
+FLOW_OUT_TAG, FLOW_IN_TAG = (varint(n << 3 | WIRE_FIXED64)
+                             for n in (TrackEvent.FLOW_IDS, TrackEvent.TERMINATING_FLOW_IDS))
+
+# packets' framing and proto's packet tails and debug annotations in C (_wire.c), or None: numpy's and Python's, their
+# references
+fast = compiled("vizexport.perfetto._wire")
+if fast is not None:
+    fast.set_fields(DebugAnnotation.DICT_ENTRIES, DebugAnnotation.ARRAY_VALUES,
+                    DebugAnnotation.INT_VALUE << 3 | WIRE_VARINT, TrackEvent.DEBUG_ANNOTATIONS, TracePacket.TRACK_EVENT,
+                    TracePacket.INTERNED_DATA, FLOW_OUT_TAG, FLOW_IN_TAG)
+
 _TAGGED = 128  # field numbers whose length-delimited tag is made once (every field written is below)
 _LEN_TAGS = [varint(n << 3 | WIRE_LEN) for n in range(_TAGGED)]
 
@@ -208,8 +222,19 @@ def stamped(time: np.ndarray) -> list[tuple[bytes, np.ndarray]]:
 
 def packets(fields: list[tuple[bytes, np.ndarray]], tail_ids: np.ndarray, tails: list[bytes]
              ) -> tuple[bytes, np.ndarray]:
-    """Frame packet k as Trace.packet{each varint field: tag, values[k]; then tails[tail_ids[k]]}, column-wise
-    (values are non-negative); returns the bytes and where each packet ends."""
+    """Frame packet k as Trace.packet{each varint field: tag, values[k]; then tails[tail_ids[k]]} (values are
+    non-negative); returns the bytes and where each packet ends. In C where built (int64 values), else numpy's."""
+    if fast is None or any(v.dtype != np.int64 for _, v in fields):
+        return packets_numpy(fields, tail_ids, tails)
+    ends = np.empty(len(tail_ids), np.int64)
+    data = fast.packets(PACKET_TAG[0], [(tag, np.ascontiguousarray(v)) for tag, v in fields],
+                        np.ascontiguousarray(tail_ids, np.int64), list(tails), ends)
+    return data, ends
+
+
+def packets_numpy(fields: list[tuple[bytes, np.ndarray]], tail_ids: np.ndarray, tails: list[bytes]
+                  ) -> tuple[bytes, np.ndarray]:
+    """`packets` column-wise with numpy: the reference the C framing (_wire.c) matches."""
     sizes = np.array([len(x) for x in tails], np.int64)
     tail_size = sizes[tail_ids]
     value_sizes = [varint_sizes(v) for _, v in fields]

@@ -20,6 +20,8 @@ from types import ModuleType
 
 import numpy as np
 
+from ..compiled import compiled
+
 OP = pickle  # opcodes: the pickle module's constants (one byte each)
 
 
@@ -69,16 +71,11 @@ _COUNT = np.array([{**_WIDTH, _LEN0: 0, _REFUSED: -1}[h] for h in _HOWS], np.int
 
 
 def _compiled() -> ModuleType | None:
-    """The C walk with this module's tables, or None: not built (no compiler at install), or VIZEXPORT_PURE_PYTHON
-    set (the tests and benchmarks compare both)."""
-    if os.environ.get("VIZEXPORT_PURE_PYTHON"):
-        return None
-    try:
-        from . import _opscan
-    except ImportError:
-        return None
-    _opscan.set_tables(_LENGTH, _COUNT)
-    return _opscan
+    """The C walk with this module's tables, or None (compiled: not built, or VIZEXPORT_PURE_PYTHON set)."""
+    module = compiled("vizexport.pickles._opscan")
+    if module is not None:
+        module.set_tables(_LENGTH, _COUNT)
+    return module
 
 
 _fast = _compiled()  # frame_memos' walk and fetch_candidates' search: the C ones, or None for numpy's
