@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import json
+import random
 
+import numpy as np
 import pytest
 
 import vizexport
@@ -46,6 +48,29 @@ def test_timestamp_columns(long, monkeypatch):
         ns_column([*pad, "1.500", "1x2.500"])
     with pytest.raises(ValueError, match="None, not a timestamp"):
         ns_column([*pad, "1.500", "1x2.500", None], none=False)
+
+
+class Text(str):
+    pass
+
+
+@pytest.mark.skipif(common._fast is None, reason="the compiled parse is not built (no compiler at install)")
+def test_the_compiled_bulk_parse_is_numpys():
+    """_times.c parses what numpy's bulk parse (its reference) parses, to the same ns, and refuses what it refuses:
+    every width, a misplaced or missing point, a non-digit (the bytes just outside '0'-'9', a non-ASCII digit),
+    a non-text, a text subclass; on seeded random columns."""
+    rng = random.Random(36)
+    odd = ["", "1", "1.5", ".000", "0.000", "9" * 15 + ".999", "1" * 16 + ".000", "1.50/", "1.50:", "١.500", "1.5000",
+           "12.34.", "-1.000", " 1.000", None, 7, b"1.000", Text("1.250"), "\x00.000"]
+    for _ in range(3000):
+        n = rng.randrange(0, 6)
+        texts = [f"{rng.randrange(10**rng.randrange(1, 16))}.{rng.randrange(1000):03d}" for _ in range(n)]
+        if rng.random() < 0.5:
+            texts.insert(rng.randrange(n + 1), rng.choice(odd))
+        fast, ref = common._exact_ns(texts), common._exact_ns_numpy(texts)
+        assert (fast is None and ref is None) or fast.tolist() == ref.tolist(), texts
+    with pytest.raises(ValueError, match="int64 per text"):
+        common._fast.exact_ns(["1.000"], np.zeros(2, np.int64))
 
 
 def test_strip_ansi():

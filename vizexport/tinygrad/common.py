@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from ..compiled import compiled
 from ..limits import capped
 from ..pickles import brief, class_name, int_text
 from ..records import INT64, Key
@@ -100,6 +101,7 @@ def _ns(us: Any) -> int:
     raise ValueError(f"not a timestamp: {brief(us)}")
 
 
+_fast = compiled("vizexport.tinygrad._times")  # _exact_ns in C, or None: numpy's
 BULK_MIN = 64  # numpy's fixed cost per call is that of `ns` on about this many texts (a graph batch has a few)
 
 
@@ -121,8 +123,17 @@ def ns_column(texts: Iterable, none: bool = True, array: bool = False) -> list[i
 
 
 def _exact_ns(texts: list) -> np.ndarray | None:
-    """ns of texts that are all in tinygrad's exactly-ns form ('123.456'), by numpy over their joined bytes, a
-    character position at a time for the texts of each width. None if any text is not in that form."""
+    """ns of texts that are all in tinygrad's exactly-ns form ('123.456'); None if any text is not in that form. In
+    C where built (_times.c), else numpy's (_exact_ns_numpy, its reference)."""
+    if _fast is None:
+        return _exact_ns_numpy(texts)
+    out = np.empty(len(texts), np.int64)
+    return out if _fast.exact_ns(texts, out) else None
+
+
+def _exact_ns_numpy(texts: list) -> np.ndarray | None:
+    """_exact_ns by numpy over the texts' joined bytes, a character position at a time for the texts of each
+    width."""
     try:
         data = np.frombuffer("".join(texts).encode("ascii"), np.uint8)
     except (TypeError, UnicodeEncodeError):
