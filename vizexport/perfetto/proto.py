@@ -79,7 +79,6 @@ SEGMENT = 200_000  # events per sequence of a big track (the unit of parallel en
 PARALLEL_MIN = 300_000  # events below which forking workers costs more than it saves
 
 
-
 def descriptor(t: Track, has_children: bool, top: int = 0) -> bytes:
     """A track's TrackDescriptor packet; a root track goes under `top` (the trace's top track), if given."""
     TD, CD = TrackDescriptor, CounterDescriptor
