@@ -52,13 +52,13 @@ def main() -> None:
             windows = outs[who].with_suffix(".windows")  # the windows beside the overview (docs/commands/convert.md)
             size = outs[who].stat().st_size + sum(f.stat().st_size for f in windows.glob("*.pftrace"))
             runs[who].append({**r, "bytes": size})
-    tree_pss = {}
+    tree_pss, tree_rss = {}, {}
     for who, code in codes.items():  # then one more conversion each, for the whole tree's memory
         with TreePss() as tree:
-            runs[who].append({**convert(big, outs[who], WINDOW_EVENTS, code), "timed": False})
+            tree_rss[who] = convert(big, outs[who], WINDOW_EVENTS, code)["rss"]
         tree_pss[who] = tree.peak or 0
-    best = {who: {**min((r for r in rs if r.get("timed", True)), key=lambda r: r["seconds"]),
-                  "rss": max(r["rss"] for r in rs), "tree_pss": tree_pss[who]} for who, rs in runs.items()}
+    best = {who: {**min(rs, key=lambda r: r["seconds"]), "rss": max(tree_rss[who], *(r["rss"] for r in rs)),
+                  "tree_pss": tree_pss[who]} for who, rs in runs.items()}
     print(f"profile: {big} ({a.events:,} events, {big.stat().st_size / 1e9:.2f} GB); best of {a.repeat}")
     for who, r in best.items():
         print(_line(who, r, a.events))

@@ -228,7 +228,7 @@ def packets(fields: list[tuple[bytes, np.ndarray]], tail_ids: np.ndarray, tails:
         return packets_numpy(fields, tail_ids, tails)
     ends = np.empty(len(tail_ids), np.int64)
     data = fast.packets(PACKET_TAG[0], [(tag, np.ascontiguousarray(v)) for tag, v in fields],
-                        np.ascontiguousarray(tail_ids, np.int64), list(tails), ends)
+                        np.ascontiguousarray(tail_ids, np.int64), tails, ends)
     return data, ends
 
 
