@@ -3,7 +3,8 @@
 1. The timeline of a profile (default: the 1,000,000-event one bench_load.py makes) is encoded once per layout
    (proto.SPREAD: the layout written before, a sequence per segment and flags on every packet; proto.COMPACT: what
    is written now), one process, one job; then its packets are deflated in compressed_packets chunks as the writer
-   cuts them, at each level: bytes/event and seconds per level (best of --repeat).
+   cuts them, by zlib-ng (what is written) and by the standard library's zlib, at each level: bytes/event and seconds
+   per level (best of --repeat).
    Then, for the decision on timestamps: the COMPACT bytes with each event's timestamp re-encoded as the delta from
    the packet before it on its sequence (what a sequence-scoped incremental clock would write; not written, since
    the ClockSnapshot that anchors such a clock makes the Perfetto UI add a System > Clock Snapshots track).
@@ -24,6 +25,7 @@ import zlib
 from pathlib import Path
 
 import numpy as np
+from zlib_ng import zlib_ng
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -98,8 +100,8 @@ def delta_row(raw: bytes, n: int) -> None:
     packets = with_delta_timestamps(raw)
     data = b"".join(packets)
     bounds = list(proto.chunks(np.cumsum([len(p) for p in packets])))
-    size = sum(len(zlib.compress(data[a:b], proto.DEFLATE_LEVEL)) + 8 for a, b in bounds)
-    print(f"now, timestamps as deltas (not written; see above): raw {len(data) / n:6.2f} B/event, deflate level "
+    size = sum(len(zlib_ng.compress(data[a:b], proto.DEFLATE_LEVEL)) + 8 for a, b in bounds)
+    print(f"now, timestamps as deltas (not written; see above): raw {len(data) / n:6.2f} B/event, zlib-ng level "
           f"{proto.DEFLATE_LEVEL}: {size / n:6.2f} B/event")
 
 
@@ -113,14 +115,16 @@ def levels_table(tl, levels: list[int], repeat: int) -> None:
         raw = out.getvalue()
         bounds = list(proto.chunks(packet_ends(raw)))
         print(f"{name}: raw {len(raw) / n:6.2f} B/event, encoded in {encode:5.2f} s (one job)")
-        for level in levels:
-            times = []
-            for _ in range(repeat):  # best of: the machine may be busy
-                t = time.perf_counter()
-                size = sum(len(zlib.compress(raw[a:b], level)) + 8 for a, b in bounds)  # + the wrappers' framing
-                times.append(time.perf_counter() - t)
-            dt = min(times)
-            print(f"  deflate level {level}: {size / n:6.2f} B/event  {dt:5.2f} s  ({dt * 1e9 / n:5.0f} ns/event)")
+        for deflater, compress in (("zlib-ng", zlib_ng.compress), ("zlib", zlib.compress)):
+            for level in levels:
+                times = []
+                for _ in range(repeat):  # best of: the machine may be busy
+                    t = time.perf_counter()
+                    size = sum(len(compress(raw[a:b], level)) + 8 for a, b in bounds)  # + the wrappers' framing
+                    times.append(time.perf_counter() - t)
+                dt = min(times)
+                print(f"  {deflater:7s} level {level}: {size / n:6.2f} B/event  {dt:5.2f} s  "
+                      f"({dt * 1e9 / n:5.0f} ns/event)")
         if enc is COMPACT:
             delta_row(raw, n)
 
@@ -158,7 +162,7 @@ def side_by_side(baseline: Path, profile: Path, n: int, repeat: int, workdir: Pa
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--profile", type=Path, default=Path("/tmp/vizexport-bench/profile_1000000.pkl"))
-    ap.add_argument("--levels", default="1,2,3,4,6,9")
+    ap.add_argument("--levels", default="1,2,3,4,5,6,9")
     ap.add_argument("--baseline", type=Path, help="a checkout of the code to compare with (its conversion time)")
     ap.add_argument("--repeat", type=int, default=3, help="runs of each timing (the best is shown)")
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/vizexport-bench"))

@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 
 import vizexport
+from vizexport import pickles
 from vizexport.records import Alloc, Exec, Marker
 from vizexport.tinygrad import common
+from vizexport.tinygrad import profile as profile_reader
 from vizexport.tinygrad.common import ns, ns_column, strip_ansi
 from vizexport.tinygrad.profile import load_profile
 from vizexport.tinygrad.releases import RELEASES, enum_table
@@ -71,6 +73,66 @@ def test_the_compiled_bulk_parse_is_numpys():
         assert (fast is None and ref is None) or fast.tolist() == ref.tolist(), texts
     with pytest.raises(ValueError, match="int64 per text"):
         common._fast.exact_ns(["1.000"], np.zeros(2, np.int64))
+
+
+def _same_fields(a: object, b: object) -> bool:
+    """Two _range_fields results hold the same objects (the events' own: compared by identity), or both None."""
+    if a is None or b is None:
+        return a is b
+    return all(x is y if x is None or y is None else
+               len(x) == len(y) and all(u is v or (type(u) is int and u == v) for u, v in zip(x, y, strict=False))
+               for x, y in zip(a, b, strict=True))
+
+
+def _both_fields(events: list, codes: dict, ids: dict) -> tuple:
+    """What C, the reader's call (C, the reference where C raises) and the reference give, or their exceptions."""
+    out = []
+    for fn in (profile_reader._fast_ranges.fields, profile_reader._range_fields, profile_reader._range_fields_python):
+        try:
+            out.append(tuple(fn(events, codes, ids)))
+        except Exception as e:
+            out.append(e)
+    return tuple(out)
+
+
+@pytest.mark.skipif(profile_reader._fast_ranges is None, reason="the compiled gather is not built (no compiler)")
+def test_the_compiled_range_gather_is_the_references():
+    """_ranges.c gives the fields the Python reference gives, the same objects, and the same codes looked up (str names
+    by value, others by id), on every fixture profile's ranges and on seeded events with fields missing, extra or odd
+    (the reader's call then raises the reference's KeyError, naming the field it reads first)."""
+    fixtures = sorted((FIXTURES / "tinygrad").glob("*/profile*.pkl"))
+    for path in fixtures:
+        obj, _ = pickles.load(path)
+        events = [e for e in obj if type(e).__name__ == "ProfileRangeEvent"]
+        names = [e.__dict__.get("name") for e in events]
+        codes = {n: i for i, n in enumerate(names[::2]) if type(n) is str}
+        ids = {id(n): i for i, n in enumerate(names[::3]) if type(n) is not str}
+        fast, _, ref = _both_fields(events, codes, ids)
+        assert _same_fields(fast, ref), path
+        assert len(fast[0]) == len(events), path
+    assert fixtures or not FIXTURES.is_dir()
+    Range, Key = pickles.stub_class("tinygrad.device", "ProfileRangeEvent"), pickles.stub_class("x", "TracingKey")
+    rng = random.Random(36)
+    shared = [Key(), "E_4", "r_16"]
+    values = [None, 0, 1, True, False, "CPU", "NULL", b"k", "1.000", Text("E_4"), Key(), *shared]
+    for _ in range(2000):
+        events = []
+        for _ in range(rng.randrange(0, 6)):
+            e = Range()
+            for f in ("device", "name", "st", "en", "profile_key", "is_copy", "extra"):
+                if rng.random() < (0.97 if f in ("device", "name", "st") else 0.5):
+                    e.__dict__[f] = rng.choice(values)
+            events.append(e)
+        codes = {"E_4": 1, Text("r_16"): 2, "CPU": 3}
+        ids = {id(shared[0]): 4, id(values[-4]): 5}
+        fast, call, ref = _both_fields(events, codes, ids)
+        if isinstance(ref, Exception):
+            assert type(fast) in (KeyError, AttributeError) and type(ref) in (KeyError, AttributeError), (fast, ref)
+            assert type(call) is type(ref) and call.args == ref.args, (call, ref)
+        else:
+            assert _same_fields(fast, ref) and _same_fields(call, ref), events
+    with pytest.raises(AttributeError):
+        profile_reader._fast_ranges.fields([7], {}, {})
 
 
 def test_strip_ansi():

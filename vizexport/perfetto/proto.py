@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import struct
-import zlib
 from array import array
 from collections.abc import Iterator
 from functools import partial
@@ -27,6 +26,7 @@ from itertools import chain
 from typing import Any, BinaryIO
 
 import numpy as np
+from zlib_ng import zlib_ng
 
 from ..forks import SERIAL, Executor
 from ..output import Progress
@@ -69,11 +69,10 @@ from .wire import (
 _INT_VALUE = bytes((DebugAnnotation.INT_VALUE << 3 | WIRE_VARINT,))
 
 CHUNK = 480 * 1024  # raw bytes per compressed_packets wrapper (the wrapper must stay under 512 KB)
-# deflate level 4, the knee of size against time (benchmarks/bench_tracesize.py, 1M-event profile, best of 3 on a
-# busy 2-core machine): levels 1-6 gave 12.82, 12.49, 12.29, 12.00, 11.70, 11.59 B/event in 0.7-0.9, 0.8, 0.9-1.0,
-# 0.9-1.1, 1.4, 2.3-2.9 s of CPU: 4 costs about what 3 does, ~0.2 s per 1M events more than 1; 5 another 0.4 s for
-# 0.3 B/event. Absolute timestamps keep every level far above the ~1 B/event delta timestamps gave
-DEFLATE_LEVEL = 4
+# zlib-ng's deflate at level 3 (benchmarks/bench_tracesize.py, 1M-event profile, CPU best of 7): a zlib stream (any
+# inflater reads it) as small as zlib's level 4 gave (+0.6 %) in half its time (0.24 against 0.45 s); levels 4 and 5
+# save 1.6 and 4.8 % more bytes for 35 and 50 % more time, which a download of the trace does not win back
+DEFLATE_LEVEL = 3
 _SCALARS = frozenset((str, int, float, bool))
 SEGMENT = 200_000  # events per sequence of a big track (the unit of parallel encoding)
 PARALLEL_MIN = 300_000  # events below which forking workers costs more than it saves
@@ -413,7 +412,7 @@ def _framed(data: bytes, ends: np.ndarray, compress: bool, level: int = DEFLATE_
     """Packets as written: raw, or in compressed_packets wrappers of whole packets, about CHUNK raw bytes each."""
     if not compress:
         return data
-    return b"".join([field(Trace.PACKET, field(TracePacket.COMPRESSED_PACKETS, zlib.compress(data[a:b], level)))
+    return b"".join([field(Trace.PACKET, field(TracePacket.COMPRESSED_PACKETS, zlib_ng.compress(data[a:b], level)))
                      for a, b in chunks(ends)])
 
 

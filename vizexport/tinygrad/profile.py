@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .. import pickles
+from ..compiled import compiled
 from ..devices import HOST
 from ..forks import SERIAL, Executor
 from ..gcpause import gc_paused
@@ -396,26 +397,21 @@ class _EventReader:
         there) until `_make_spans` adds them to the columns."""
         if not self.ranges:
             return
-        ds = [e.__dict__ for e in self.ranges]
+        f = _range_fields(self.ranges, self.codes, self.ids)
         self.ranges.clear()
-        devices = list(map(itemgetter("device"), ds))
-        if not set(map(type, devices)) <= _TEXT:  # checked a column at a time: the usual case costs one C loop
-            devices = list(map(text, devices))
+        if not set(map(type, f.devices)) <= _TEXT:  # checked a column at a time: the usual case costs one C loop
+            f = f._replace(devices=list(map(text, f.devices)))
         if not self.host:
-            ds, devices = _off_host(ds, devices)
-        names = list(map(itemgetter("name"), ds))
-        get_code, get_id = self.codes.get, self.ids.get
-        keys = [get_code(n) if type(n) is str else get_id(id(n)) for n in names]
+            f = _off_host(f)
+        keys = f.keys
         if None in keys:  # a name seen for the first time
-            keys = [self.key(n) if k is None else k for k, n in zip(keys, names, strict=True)]
-        profile_keys = list(map(dict.get, ds, repeat("profile_key")))
+            keys = [self.key(n) if k is None else k for k, n in zip(keys, f.names, strict=True)]
+        profile_keys = f.profile_keys
         if not set(map(type, profile_keys)) <= _KEY:
             profile_keys = [k if type(k) is bytes else None for k in profile_keys]
-        copies = (map(bool, map(dict.get, ds, repeat("is_copy"), repeat(False)))
-                  if any(map(dict.__contains__, ds, repeat("is_copy"))) else repeat(False, len(ds)))  # >= 0.14: none
-        self.unparsed.add(devices, keys, map(itemgetter("st"), ds), map(dict.get, ds, repeat("en")), profile_keys,
-                          copies)
-        self.n_spans += len(ds)
+        copies = map(bool, f.copies) if f.copies is not None else repeat(False, len(keys))  # >= 0.14: none
+        self.unparsed.add(f.devices, keys, f.sts, f.ens, profile_keys, copies)
+        self.n_spans += len(keys)
 
     def _make_spans(self) -> None:
         """The ranges and graph entries read since the last call, into the columns in their order, their timestamps
@@ -680,10 +676,48 @@ class _SpanColumns:
 
 # ---- fields as the records type them (a corrupt or hostile pickle can put anything anywhere) ----
 
-def _off_host(ds: list[dict], devices: list[str]) -> tuple[list[dict], list[str]]:
-    """The ranges (fields, device strings) not on a host device."""
-    kept = [i for i, d in enumerate(devices) if d not in HOST]
-    return [ds[i] for i in kept], [devices[i] for i in kept]
+class _RangeFields(NamedTuple):
+    """ProfileRangeEvents' fields as columns, each the events' own objects (_range_fields)."""
+
+    devices: list
+    names: list
+    keys: list[int | None]  # each name's code in the span columns so far (None: not yet given one)
+    sts: list
+    ens: list  # None where absent
+    profile_keys: list  # None where absent
+    copies: list | None  # is_copy (False where absent); None where no event has it
+
+
+def _range_fields(events: list, codes: dict[str, int], ids: dict[int, int]) -> _RangeFields:
+    """The fields of these ProfileRangeEvents as columns, the code of each name looked up (`codes` for a str, `ids`
+    by id otherwise); KeyError naming a field an event lacks. In C where built (`_ranges.c`, one pass over the
+    events), `_range_fields_python` being its reference; where C finds an event lacking a field, the reference reads
+    them again to raise the error it would (it reads a field of every event before the next field)."""
+    if _fast_ranges is not None:
+        try:
+            return _RangeFields(*_fast_ranges.fields(events, codes, ids))
+        except (KeyError, AttributeError):
+            pass
+    return _range_fields_python(events, codes, ids)
+
+
+def _range_fields_python(events: list, codes: dict[str, int], ids: dict[int, int]) -> _RangeFields:
+    ds = [e.__dict__ for e in events]
+    devices, names = list(map(itemgetter("device"), ds)), list(map(itemgetter("name"), ds))
+    keys = [codes.get(n) if type(n) is str else ids.get(id(n)) for n in names]
+    copies = list(map(dict.get, ds, repeat("is_copy"), repeat(False))) \
+        if any(map(dict.__contains__, ds, repeat("is_copy"))) else None
+    return _RangeFields(devices, names, keys, list(map(itemgetter("st"), ds)), list(map(dict.get, ds, repeat("en"))),
+                        list(map(dict.get, ds, repeat("profile_key"))), copies)
+
+
+_fast_ranges = compiled("vizexport.tinygrad._ranges")
+
+
+def _off_host(f: _RangeFields) -> _RangeFields:
+    """The ranges not on a host device (their device strings are texts)."""
+    kept = [i for i, d in enumerate(f.devices) if d not in HOST]
+    return _RangeFields(*([c[i] for i in kept] if c is not None else None for c in f))
 
 
 def _record(x: Any, field: str) -> dict:
