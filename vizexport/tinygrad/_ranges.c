@@ -12,17 +12,18 @@ enum { DEVICE, NAME, KEY, ST, EN, PROFILE_KEY, COPY, N_COLUMNS };
 
 static PyObject *field_names[N_COLUMNS];  /* the dict keys read; NULL for the key column, which is looked up */
 
-/* d[name] (a new reference), or with `required` unset Py_None / Py_False where absent; NULL with an error set. */
-static PyObject *get(PyObject *d, int column, int required, PyObject *absent) {
+/* The column's field of d (a new reference): device, name and st are required (KeyError naming the field where
+ * absent), is_copy is False where absent, the others None; NULL with an error set. */
+static PyObject *get(PyObject *d, int column) {
     PyObject *v = PyDict_GetItemWithError(d, field_names[column]);
     if (v == NULL) {
         if (PyErr_Occurred())
             return NULL;
-        if (required) {
+        if (column == DEVICE || column == NAME || column == ST) {
             PyErr_SetObject(PyExc_KeyError, field_names[column]);
             return NULL;
         }
-        v = absent;
+        v = column == COPY ? Py_False : Py_None;
     }
     Py_INCREF(v);
     return v;
@@ -53,28 +54,12 @@ static int read_event(PyObject *e, Py_ssize_t i, PyObject **columns, PyObject *c
     if (d == NULL)
         return -1;
     int ok = -1;
-    PyObject *v;
-    if ((v = get(d, DEVICE, 1, NULL)) == NULL)
-        goto done;
-    PyList_SET_ITEM(columns[DEVICE], i, v);
-    if ((v = get(d, NAME, 1, NULL)) == NULL)
-        goto done;
-    PyList_SET_ITEM(columns[NAME], i, v);
-    if ((v = code(v, codes, ids)) == NULL)
-        goto done;
-    PyList_SET_ITEM(columns[KEY], i, v);
-    if ((v = get(d, ST, 1, NULL)) == NULL)
-        goto done;
-    PyList_SET_ITEM(columns[ST], i, v);
-    if ((v = get(d, EN, 0, Py_None)) == NULL)
-        goto done;
-    PyList_SET_ITEM(columns[EN], i, v);
-    if ((v = get(d, PROFILE_KEY, 0, Py_None)) == NULL)
-        goto done;
-    PyList_SET_ITEM(columns[PROFILE_KEY], i, v);
-    if ((v = get(d, COPY, 0, Py_False)) == NULL)
-        goto done;
-    PyList_SET_ITEM(columns[COPY], i, v);
+    for (int c = 0; c < N_COLUMNS; c++) {  /* the name comes before its code */
+        PyObject *v = c == KEY ? code(PyList_GET_ITEM(columns[NAME], i), codes, ids) : get(d, c);
+        if (v == NULL)
+            goto done;
+        PyList_SET_ITEM(columns[c], i, v);
+    }
     if (!*copies) {
         int has = PyDict_Contains(d, field_names[COPY]);
         if (has < 0)

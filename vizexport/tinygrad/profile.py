@@ -392,9 +392,9 @@ class _EventReader:
         return k
 
     def _read_ranges(self) -> None:
-        """The pending host/device ranges (most of a profile's events), a column at a time: one C-level loop per
-        field instead of Python work per event. They hold their places among the spans (graph entries are indexed
-        there) until `_make_spans` adds them to the columns."""
+        """The pending host/device ranges (most of a profile's events), a column at a time (_range_fields: no Python
+        work per event). They hold their places among the spans (graph entries are indexed there) until `_make_spans`
+        adds them to the columns."""
         if not self.ranges:
             return
         f = _range_fields(self.ranges, self.codes, self.ids)
