@@ -303,12 +303,15 @@ class _EventReader:
         if traits(prof.release.name).cpu_timed_on_hcq2:
             prof.untimed_why["CPU"] = (f"tinygrad {prof.release.name} times CPU kernels only on its HCQ2 path (run "
                                        "with HCQ2=1)")
-        dtype_text = DTypeText(prof.release.name)
+        dtype_text, bits = DTypeText(prof.release.name), {}  # id(dtype) → its element bits: a run has a few dtypes
         total = 0
-        for a, dt, in_elements in self.allocs:
+        for a, dt, in_elements in self.allocs:  # the allocs hold their dtypes: ids stay theirs
             a.dtype = dtype_text(dt)
             if in_elements:
-                a.nbytes = min(a.count, 10**12) * dtype_bits(dt, bitsize) // 8
+                b = bits.get(id(dt))
+                if b is None:
+                    b = bits[id(dt)] = dtype_bits(dt, bitsize)
+                a.nbytes = min(a.count, 10**12) * b // 8
             total += a.nbytes
         if total >= INT64:  # live bytes, at most all of them, are int64 counters
             raise InputError(f"its allocations (ProfilePointEvent alloc) add up to {total:,} bytes, past int64")
