@@ -1,6 +1,7 @@
 """profile.pkl (a list of Profile* stand-ins, any release 0.10.1 … master) → records.Profile."""
 from __future__ import annotations
 
+import mmap
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache, partial
@@ -76,7 +77,8 @@ def stream_profile(path: str | Path, tinygrad_version: str | None = None, min_by
             return None
     except OSError:
         return None
-    reader = _EventReader(str(path), host=host)
+    handover = _Handover(Path(path).stat().st_size // _MIN_SPAN_PICKLE * _SPAN_BYTES if executor.parallel else 0)
+    reader = _EventReader(str(path), host=host, handover=handover)
 
     def consume(items: list) -> None:
         if reader.n == 0 and is_rewrites(items):
@@ -84,7 +86,8 @@ def stream_profile(path: str | Path, tinygrad_version: str | None = None, min_by
         reader.feed(items)
 
     try:
-        classes, part = streaming.stream(path, consume, tail=partial(_EventReader, str(path), tail=True, host=host),
+        classes, part = streaming.stream(path, consume,
+                                         tail=partial(_EventReader, str(path), tail=True, host=host, handover=handover),
                                          min_front=LEAF_EVENTS,  # the front has the events the release is told by
                                          executor=executor)
         if part is not None:
@@ -238,8 +241,9 @@ class _EventReader:
     offsets, which may come last; the release, which decides alloc sizes) is applied by `finish`.
     """
 
-    def __init__(self, path: str, tail: bool = False, host: bool = True) -> None:
+    def __init__(self, path: str, tail: bool = False, host: bool = True, handover: _Handover | None = None) -> None:
         self.prof = Profile(path, EMPTY, 0, host_spans=host)
+        self.handover = handover  # how a back half's span columns reach the front
         self.host = host  # read the host's ranges (TINY, USER, GC)
         self.n = 0
         # per class (qualified name), the field names of its first instance, and of the first graph entry of a first
@@ -327,7 +331,8 @@ class _EventReader:
         content = {id(k): c for c, k in self.keys.items() if type(c) is str or StandInType not in set(map(type, c[1]))}
         keys = [(content.get(id(k)), k) for k in columns.keys.values]
         return _Part(n=self.n, fields=self.fields, keys=keys, devices=columns.devices.values,
-                     profile_keys=columns.profile_keys.values, columns=columns.ordered(),
+                     profile_keys=columns.profile_keys.values,
+                     columns=self.handover.put(columns.ordered()) if self.handover else columns.ordered(),
                      points=_PointColumns.of(prof.points),
                      allocs=self.allocs, graphs=prof.graphs, programs=prof.programs, devices_info=prof.devices,
                      captures=prof.captures, unknown=prof.unknown, offsets=self.offsets)
@@ -338,9 +343,9 @@ class _EventReader:
         prof, keys = self.prof, self.keys
         first, graphs = self.n_spans, len(prof.graphs)
         table = [k if c is None else keys.setdefault(c, k) for c, k in part.keys]
-        self.columns.append(part.columns, first, graphs, devices=part.devices, keys=table,
-                            profile_keys=part.profile_keys)
-        self.n_spans += len(part.columns["st"])
+        columns = self.handover.get(part.columns) if type(part.columns) is _Placed else part.columns
+        self.columns.append(columns, first, graphs, devices=part.devices, keys=table, profile_keys=part.profile_keys)
+        self.n_spans += len(columns["st"])
         prof.graphs += (GraphBatch(g.device, [i + first for i in g.entries], g.deps, g.sigs) for g in part.graphs)
         prof.points += part.points.points()
         prof.programs += part.programs
@@ -523,7 +528,7 @@ class _Part:
     keys: list[tuple[Any, Key]]  # per key code: its content (None where that holds stand-ins), its Key
     devices: list[str]  # per device code
     profile_keys: list[bytes | None]  # per profile key code
-    columns: dict[str, np.ndarray]  # per span, in order: records.SpanTable's columns
+    columns: dict[str, np.ndarray] | _Placed  # per span, in order: records.SpanTable's columns (or their place)
     points: _PointColumns
     allocs: list[tuple[Alloc, Any, bool]]
     graphs: list[GraphBatch]
@@ -532,6 +537,51 @@ class _Part:
     captures: list[Capture]
     unknown: dict[str, int]
     offsets: dict[str, tuple[int, int]]
+
+
+_MIN_SPAN_PICKLE = 16  # bytes of pickle a span takes at least (tinygrad's take ~70): bounds a back half's spans
+_SPAN_BYTES = 40  # a span's columns (records.SpanTable: 34 bytes), with room for alignment
+_ALIGN = 64
+
+
+class _Placed(NamedTuple):
+    """Where a back half put its span columns in a _Handover: per column, (offset, dtype, length)."""
+
+    places: dict[str, tuple[int, str, int]]
+
+
+class _Handover:
+    """Memory the front and a forked back half both map, made before the fork: the back's span columns (~300 MB for a
+    20M-event profile) come through it instead of pickled down a pipe, which the front waits for at the cut. Only
+    address space until used (MAP_NORESERVE): sized for the most spans the file can hold; columns that do not fit go
+    down the pipe as before."""
+
+    def __init__(self, capacity: int) -> None:
+        flags = mmap.MAP_SHARED | getattr(mmap, "MAP_NORESERVE", 0)
+        self.map = mmap.mmap(-1, capacity, flags=flags) if capacity > 0 else None
+
+    def __bool__(self) -> bool:
+        return self.map is not None
+
+    def put(self, columns: dict[str, np.ndarray]) -> dict[str, np.ndarray] | _Placed:
+        """In the back half: the columns copied in (each let go once copied), and where; or the columns themselves
+        where they do not fit."""
+        if self.map is None or sum(-(-a.nbytes // _ALIGN) * _ALIGN for a in columns.values()) > len(self.map):
+            return columns
+        places, at = {}, 0
+        for f in list(columns):
+            a = columns.pop(f)
+            if len(a):
+                np.frombuffer(self.map, a.dtype, len(a), at)[:] = a
+            places[f] = (at, a.dtype.str, len(a))
+            at += -(-a.nbytes // _ALIGN) * _ALIGN
+        return _Placed(places)
+
+    def get(self, placed: _Placed) -> dict[str, np.ndarray]:
+        """In the front: the columns a back half put, as views of the shared memory (it goes with the last)."""
+        assert self.map is not None
+        return {f: np.frombuffer(self.map, np.dtype(dt), n, at) if n else np.empty(0, np.dtype(dt))
+                for f, (at, dt, n) in placed.places.items()}
 
 
 class _PointColumns(NamedTuple):
