@@ -578,10 +578,14 @@ class _Handover:
         return _Placed(places)
 
     def get(self, placed: _Placed) -> dict[str, np.ndarray]:
-        """In the front: the columns a back half put, as views of the shared memory (it goes with the last)."""
+        """In the front: the columns a back half put, copied out; the shared memory then goes (views of it would
+        keep all of it resident until the last went)."""
         assert self.map is not None
-        return {f: np.frombuffer(self.map, np.dtype(dt), n, at) if n else np.empty(0, np.dtype(dt))
-                for f, (at, dt, n) in placed.places.items()}
+        out = {f: np.frombuffer(self.map, np.dtype(dt), n, at).copy() if n else np.empty(0, np.dtype(dt))
+               for f, (at, dt, n) in placed.places.items()}
+        self.map.close()
+        self.map = None
+        return out
 
 
 class _PointColumns(NamedTuple):
