@@ -1,6 +1,7 @@
 """profile.pkl (a list of Profile* stand-ins, any release 0.10.1 … master) → records.Profile."""
 from __future__ import annotations
 
+import contextlib
 import mmap
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -73,11 +74,12 @@ def stream_profile(path: str | Path, tinygrad_version: str | None = None, min_by
     """The profile in a big file, read while it is unpickled; None if the file is small or not streamable (the
     caller then loads it whole, which also gives the usual errors)."""
     try:
-        if Path(path).stat().st_size < (STREAM_MIN_BYTES if min_bytes is None else min_bytes):
-            return None
+        size = Path(path).stat().st_size
     except OSError:
         return None
-    handover = _Handover(Path(path).stat().st_size // _MIN_SPAN_PICKLE * _SPAN_BYTES if executor.parallel else 0)
+    if size < (STREAM_MIN_BYTES if min_bytes is None else min_bytes):
+        return None
+    handover = _Handover(size // _MIN_SPAN_PICKLE * _SPAN_BYTES if executor.parallel else 0)
     reader = _EventReader(str(path), host=host, handover=handover)
 
     def consume(items: list) -> None:
@@ -557,8 +559,10 @@ class _Handover:
     down the pipe as before."""
 
     def __init__(self, capacity: int) -> None:
-        flags = mmap.MAP_SHARED | getattr(mmap, "MAP_NORESERVE", 0)
-        self.map = mmap.mmap(-1, capacity, flags=flags) if capacity > 0 else None
+        self.map = None
+        if capacity > 0:
+            with contextlib.suppress(OSError):  # no room for the address space (a strict overcommit): the pipe
+                self.map = mmap.mmap(-1, capacity, flags=mmap.MAP_SHARED | getattr(mmap, "MAP_NORESERVE", 0))
 
     def __bool__(self) -> bool:
         return self.map is not None
