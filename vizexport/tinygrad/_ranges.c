@@ -83,7 +83,7 @@ static PyObject *fields(PyObject *self, PyObject *args) {
         if ((columns[c] = PyList_New(n)) == NULL)
             goto done;
     for (Py_ssize_t i = 0; i < n; i++) {
-        if (PyList_GET_SIZE(events) != n) {  /* nothing here runs Python code; a guard all the same */
+        if (PyList_GET_SIZE(events) != n) {  /* an allocation's garbage collection may run Python code */
             PyErr_SetString(PyExc_RuntimeError, "the events changed while read");
             goto done;
         }

@@ -79,7 +79,7 @@ def stream_profile(path: str | Path, tinygrad_version: str | None = None, min_by
         return None
     if size < (STREAM_MIN_BYTES if min_bytes is None else min_bytes):
         return None
-    handover = _Handover(size // _MIN_SPAN_PICKLE * _SPAN_BYTES if executor.parallel else 0)
+    handover = _Handover(size if executor.parallel else 0)
     reader = _EventReader(str(path), host=host, handover=handover)
 
     def consume(items: list) -> None:
@@ -546,6 +546,11 @@ _SPAN_BYTES = 40  # a span's columns (records.SpanTable: 34 bytes), with room fo
 _ALIGN = 64
 
 
+def _aligned(n: int) -> int:
+    """n bytes rounded up to a whole number of _ALIGN."""
+    return -(-n // _ALIGN) * _ALIGN
+
+
 class _Placed(NamedTuple):
     """Where a back half put its span columns in a _Handover: per column, (offset, dtype, length)."""
 
@@ -555,14 +560,15 @@ class _Placed(NamedTuple):
 class _Handover:
     """Memory the front and a forked back half both map, made before the fork: the back's span columns (~300 MB for a
     20M-event profile) come through it instead of pickled down a pipe, which the front waits for at the cut. Only
-    address space until used (MAP_NORESERVE): sized for the most spans the file can hold; columns that do not fit go
-    down the pipe as before."""
+    address space until used (MAP_NORESERVE): sized for the most spans a file of `file_bytes` can hold (0: none);
+    columns that do not fit go down the pipe as before."""
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, file_bytes: int) -> None:
         self.map = None
-        if capacity > 0:
+        if file_bytes > 0:
             with contextlib.suppress(OSError):  # no room for the address space (a strict overcommit): the pipe
-                self.map = mmap.mmap(-1, capacity, flags=mmap.MAP_SHARED | getattr(mmap, "MAP_NORESERVE", 0))
+                self.map = mmap.mmap(-1, file_bytes // _MIN_SPAN_PICKLE * _SPAN_BYTES,
+                                     flags=mmap.MAP_SHARED | getattr(mmap, "MAP_NORESERVE", 0))
 
     def __bool__(self) -> bool:
         return self.map is not None
@@ -570,23 +576,21 @@ class _Handover:
     def put(self, columns: dict[str, np.ndarray]) -> dict[str, np.ndarray] | _Placed:
         """In the back half: the columns copied in (each let go once copied), and where; or the columns themselves
         where they do not fit."""
-        if self.map is None or sum(-(-a.nbytes // _ALIGN) * _ALIGN for a in columns.values()) > len(self.map):
+        if self.map is None or sum(_aligned(a.nbytes) for a in columns.values()) > len(self.map):
             return columns
         places, at = {}, 0
         for f in list(columns):
             a = columns.pop(f)
-            if len(a):
-                np.frombuffer(self.map, a.dtype, len(a), at)[:] = a
+            np.frombuffer(self.map, a.dtype, len(a), at)[:] = a
             places[f] = (at, a.dtype.str, len(a))
-            at += -(-a.nbytes // _ALIGN) * _ALIGN
+            at += _aligned(a.nbytes)
         return _Placed(places)
 
     def get(self, placed: _Placed) -> dict[str, np.ndarray]:
         """In the front: the columns a back half put, copied out; the shared memory then goes (views of it would
         keep all of it resident until the last went)."""
         assert self.map is not None
-        out = {f: np.frombuffer(self.map, np.dtype(dt), n, at).copy() if n else np.empty(0, np.dtype(dt))
-               for f, (at, dt, n) in placed.places.items()}
+        out = {f: np.frombuffer(self.map, np.dtype(dt), n, at).copy() for f, (at, dt, n) in placed.places.items()}
         self.map.close()
         self.map = None
         return out
