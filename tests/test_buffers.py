@@ -9,7 +9,7 @@ import pytest
 
 from vizexport import load_profile
 from vizexport.records import Alloc, Exec, Key, Point, Profile, Release, Span, SpanTable
-from vizexport.tinygrad.buffers import lifetimes
+from vizexport.tinygrad.buffers import lifetimes, slices
 from vizexport.tinygrad.timeline import build_timeline
 
 from .conftest import FIXTURES, ROOT, run_cli, tpq, trace_params
@@ -60,8 +60,12 @@ def test_lifetimes_follow_the_counter_rules():
            Point("NULL", "free", 50, 2, None), Point("NULL:1", "exec", 45, 101, Exec("E_2", None, {}, [1], (), (0,)))]
     prof = Profile("t", Release("0.14.0", "override", "test"), len(pts), points=pts,
                    spans=SpanTable.of([Span("NULL", Key("E_4"), 15, 70)]))
-    got = [(lt.key, lt.st, lt.en, lt.alloc.nbytes, [u["mode"] for u in lt.users]) for lt in lifetimes(prof)["NULL"]]
-    assert got == [(1, 10, 40, 64, ["out"]), (2, 20, 70, 8, []), (2, 30, 50, 16, ["in"])]
+    found = lifetimes(prof)["NULL"]
+    got = [(a["buf"], st, en, a["bytes"], [u["mode"] for u in a["users"]], named)
+           for st, en, named, a in zip(found.st.tolist(), found.en.tolist(), *slices(prof, found), strict=True)]
+    assert got == [(1, 10, 40, 64, ["out"], (64, "float")), (2, 20, 70, 8, [], (8, "int")),
+                   (2, 30, 50, 16, ["in"], (16, "int"))]
+    assert found.n_users.tolist() == [1, 0, 1] and found.users.tolist() == [[1, 0], [1, 1]]  # (exec point, position)
     tl = build_timeline(prof)
     lanes = [t for t in tl.tracks if t.name == "NULL Buffers"]
     assert sum(len(t) for t in lanes) == 3 and len(lanes) == 2  # 20-70 and 30-50 nest; 10-40 overlaps both

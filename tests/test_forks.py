@@ -90,7 +90,7 @@ def test_a_worker_deaf_to_sigterm_is_killed(monkeypatch, tmp_path, ex):
         time.sleep(0.05)
     assert flag.exists()
     pending.stop()  # without the kill, this waits for the worker forever
-    assert [p.exitcode for p in pending.workers.processes] == [-signal.SIGKILL] and not ex.pids()
+    assert [p.exitcode for p in pending.turns.workers.processes] == [-signal.SIGKILL] and not ex.pids()
 
 
 def sleepy(x: int) -> int:

@@ -68,11 +68,11 @@ def test_the_biggest_host_track_placed_last_gives_the_timeline_built_in_order(wh
     monkeypatch.setattr(builder, "FORK_SPANS", 0)
     with ForkExecutor() as ex:
         started = []
-        fork = ex.forked
-        monkeypatch.setattr(ex, "forked", lambda fn: started.append(later := fork(fn)) or later)
+        in_turn = ex.forked_in_turn
+        monkeypatch.setattr(ex, "forked_in_turn", lambda fns: started.extend(later := in_turn(fns)) or later)
         forked = build_timeline(prof, executor=ex)
-    # the host order in a forked process
-    assert len(started) == 1 and all(isinstance(later, Pending) for later in started)
+    # launch links, memory, buffer lifetimes, the host track's Keys in order and its order: in turn, in a forked process
+    assert len(started) == 5 and all(isinstance(later, Pending) for later in started)
     assert _content(here) == _content(want) and _content(forked) == _content(want)
     lanes = [t for t in want.tracks if t.role is Role.HOST and t.kind == "slice"]
     assert sum(map(len, lanes)) > 100 and any(t.flows_out for t in want.tracks)

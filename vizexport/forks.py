@@ -81,7 +81,12 @@ class Executor:
     def forked(self, fn: Callable[[], Any]) -> Later:
         """Start fn() beside this process (a closure: only its result travels); returns what waits for the result
         when called (or stops the task). Here: fn runs when waited for."""
-        return Later(fn)
+        return self.forked_in_turn([fn])[0]
+
+    def forked_in_turn(self, fns: list[Callable[[], Any]]) -> list[Later]:
+        """`forked` for tasks run one after another by one process beside this one: what waits for each one's result
+        (taken as soon as that task is done, while the next ones run). Here: each runs when waited for."""
+        return [Later(fn) for fn in fns]
 
     def prepare(self, warm: Callable[[], Any]) -> None:
         """Fork now the helper a later in_background(…, warm=warm) will use, running warm() (a slow import)."""
@@ -206,24 +211,41 @@ class Later:
         pass
 
 
-class Pending(Later):
-    """A one-task group's result to come: call it to wait for the result (its worker exits once done), or `stop`
-    the task."""
+class _InTurn:
+    """The results of a one-worker group's tasks, held as they come until taken; the worker ends once all came."""
 
-    def __init__(self, executor: ForkExecutor, workers: Workers) -> None:
-        self.executor, self.workers = executor, workers
+    def __init__(self, executor: ForkExecutor, workers: Workers, n: int) -> None:
+        self.executor, self.workers, self.n, self.held = executor, workers, n, {}
 
-    def __call__(self) -> Any:
+    def take(self, k: int) -> Any:
         try:
-            return self.workers.get()[1]
+            while k not in self.held:
+                key, value = self.workers.get()
+                self.held[key] = value
+                self.n -= 1
         except BaseException:
             self.stop()
             raise
-        finally:
+        if not self.n:
             self.executor._end(self.workers, stop=False)
+        return self.held.pop(k)
 
     def stop(self) -> None:
         self.executor._end(self.workers, stop=True)
+
+
+class Pending(Later):
+    """Task k's result to come from a group's one worker (_InTurn): call it to wait for the result, or `stop` the
+    group's tasks."""
+
+    def __init__(self, turns: _InTurn, k: int) -> None:
+        self.turns, self.k = turns, k
+
+    def __call__(self) -> Any:
+        return self.turns.take(self.k)
+
+    def stop(self) -> None:
+        self.turns.stop()
 
 
 class ForkExecutor(Executor):
@@ -282,7 +304,7 @@ class ForkExecutor(Executor):
         try:
             while at < len(items) or running:
                 while at < len(items) and len(running) < jobs:
-                    group = self._fork(1, _once(partial(fn, items[at]), at), _Setup(), (results, each))
+                    group = self._fork(1, _in_turn([partial(fn, items[at])], at), _Setup(), (results, each))
                     if group is None:  # no room in the memory cap: here
                         yield fn(items[at])
                     else:
@@ -320,10 +342,13 @@ class ForkExecutor(Executor):
             self._end(group, stop)
 
     # --- one task beside this process ----------------------------------------------------------------------------
-    def forked(self, fn: Callable[[], Any]) -> Later:
-        """Where there is no fork, or in a forked worker, or no room in the memory cap, fn runs when waited for."""
-        group = self._fork(1, _once(fn), _Setup()) if self._may_fork() else None
-        return Later(fn) if group is None else Pending(self, group)
+    def forked_in_turn(self, fns: list[Callable[[], Any]]) -> list[Later]:
+        """Where there is no fork, or in a forked worker, or no room in the memory cap, each runs when waited for."""
+        group = self._fork(1, _in_turn(fns), _Setup()) if self._may_fork() else None
+        if group is None:
+            return [Later(fn) for fn in fns]
+        turns = _InTurn(self, group, len(fns))
+        return [Pending(turns, k) for k in range(len(fns))]
 
     def prepare(self, warm: Callable[[], Any]) -> None:
         if warm not in self._prepared and self._may_fork():
@@ -345,7 +370,7 @@ class ForkExecutor(Executor):
         if group is None:
             return super().in_background(fn, *args)
         group.tasks.put(pickle.dumps((fn, args), pickle.HIGHEST_PROTOCOL))
-        return Pending(self, group)
+        return Pending(_InTurn(self, group, 1), 0)
 
     # --- the workers ----------------------------------------------------------------------------------------------
     @property
@@ -449,9 +474,9 @@ def _here(fn: Callable[[Any], Any], items: Iterable[Any]) -> Iterator[Any]:
     yield from map(fn, items)
 
 
-def _once(fn: Callable[[], Any], key: int = 0) -> Job:
-    """The tasks of a worker forked for fn alone (inherited: fn is never pickled)."""
-    todo = [(key, fn)]
+def _in_turn(fns: list[Callable[[], Any]], first: int = 0) -> Job:
+    """The tasks of a worker forked for fns, in turn, keyed from `first` (inherited: they are never pickled)."""
+    todo = list(enumerate(fns, first))[::-1]
     return lambda: todo.pop() if todo else None
 
 

@@ -83,9 +83,10 @@ class LaunchTable:
         """The row of event i of a launch track."""
         return int(self.first[self._at[uuid]]) + i
 
-    def link(self, row: int, exec_point: int, latency: int) -> None:
-        """The host launch (an exec event, by its index in Profile.points) that started a launch, and its latency."""
-        self.exec[row], self.latency[row] = exec_point, latency
+    def link(self, rows: np.ndarray, exec_points: np.ndarray, latencies: np.ndarray) -> None:
+        """The host launch (an exec event, by its index in Profile.points) that started each launch of `rows`, and
+        its latency."""
+        self.exec[rows], self.latency[rows] = exec_points, latencies
 
     def category_names(self, category: str) -> set[tuple[int, int]]:
         """(track uuid, name id) of the launches of a category."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from array import array
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -117,15 +118,18 @@ class Timeline:
         out.metadata, out.device_props = self.metadata, self.device_props
         return out
 
-    def flow(self, src: Track, i: int, dst: Track, j: int, kind: str = FLOW_DEP) -> int:
-        """A new flow from event i of src to event j of dst; returns its id."""
-        f = self._next_flow
-        self._next_flow += 1
-        src.flows_out.setdefault(i, []).append(f)
-        dst.flows_in.setdefault(j, []).append(f)
+    def flows(self, src: Sequence[Track], i: Iterable[int], dst: Sequence[Track], j: Iterable[int],
+              kind: str = FLOW_DEP) -> range:
+        """New flows, numbered in order: from event i[k] of src[k] to event j[k] of dst[k]. Returns their ids."""
+        ids = range(self._next_flow, self._next_flow + len(src))
+        self._next_flow = ids.stop
+        for f, track, e in zip(ids, src, i, strict=True):
+            track.flows_out.setdefault(e, []).append(f)
+        for f, track, e in zip(ids, dst, j, strict=True):
+            track.flows_in.setdefault(e, []).append(f)
         if kind != FLOW_DEP:
-            self.flow_kinds[f] = kind
-        return f
+            self.flow_kinds.update(dict.fromkeys(ids, kind))
+        return ids
 
     def intern(self, s: str) -> int:
         """The id of a slice name (at most NAME_CAP characters are kept: see limits.capped)."""
@@ -201,8 +205,10 @@ def slice_events(ts: np.ndarray, dur: np.ndarray) -> tuple[np.ndarray, np.ndarra
     n = len(ts)
     i = np.arange(n, dtype=np.int32 if n < 1 << 29 else np.int64)  # halves the index columns of big tracks
     closed = dur >= 0
-    ci, cdur = i[closed], dur[closed]
-    time = np.concatenate((ts, ts[closed] + cdur))
+    ci, cdur, cts = (i, dur, ts) if closed.all() else (i[closed], dur[closed], ts[closed])  # (no copies: no instants)
+    time = np.empty(n + len(cts), np.int64)
+    time[:n] = ts
+    np.add(cts, cdur, out=time[n:])
     group = np.concatenate((np.ones(n, np.int8), (cdur == 0).astype(np.int8)))
     within = np.concatenate((2 * i, np.where(cdur == 0, 2 * ci + 1, -ci)))
     order = np.lexsort((within, group, time))

@@ -9,10 +9,12 @@ buffer's own device that name its key before it is freed (copies name [destinati
 """
 from __future__ import annotations
 
+from array import array
 from collections import defaultdict
-from dataclasses import dataclass, field
-from operator import attrgetter
-from typing import Any
+from itertools import chain
+from typing import Any, NamedTuple
+
+import numpy as np
 
 from ..records import Alloc, Exec, Profile
 from ..units import bytes_text
@@ -21,25 +23,16 @@ _KINDS = frozenset({"alloc", "free", "exec"})  # the points lifetimes read
 MAX_USERS = 256  # users listed per buffer: a weight read by every step of a long run would make args of megabytes
 
 
-@dataclass(slots=True)  # a long run's hundreds of thousands
-class Lifetime:
-    device: str
-    key: Any
-    st: int
-    en: int
-    alloc: Alloc
-    users: list[dict] = field(default_factory=list)
-    n_users: int = 0
+class Lifetimes(NamedTuple):
+    """One device's lifetimes, sorted by (start, -end), as columns (made in a forked process, they travel as they
+    are). Each one's users are rows of `users` from its entry in `first_user` to the next one's."""
 
-    def name(self) -> str:
-        return f"{bytes_text(self.alloc.nbytes)} {self.alloc.dtype}".rstrip()
-
-    def args(self) -> dict:
-        a = self.alloc
-        out: dict = {"buf": self.key, "bytes": a.nbytes, "dtype": a.dtype, "count": a.count, "users": self.users}
-        if self.n_users > len(self.users):
-            out["users (all)"] = self.n_users
-        return out
+    alloc: np.ndarray  # its alloc point (an index into Profile.points)
+    st: np.ndarray
+    en: np.ndarray
+    n_users: np.ndarray  # how many exec events used it
+    users: np.ndarray  # (exec point, the buffer's position in its bufs) of the first MAX_USERS users: n × 2
+    first_user: np.ndarray  # len + 1 offsets into `users`
 
 
 def profile_end(prof: Profile) -> int:
@@ -48,37 +41,76 @@ def profile_end(prof: Profile) -> int:
     return max(int(ends.max()) if len(ends) else 0, max((pt.ts for pt in prof.points), default=0))
 
 
-def lifetimes(prof: Profile) -> dict[str, list[Lifetime]]:
-    """Per device, the lifetime of every allocation, sorted by (start, -end)."""
-    end = profile_end(prof)
-    out: dict[str, list[Lifetime]] = defaultdict(list)
-    live: dict[tuple[str, Any], Lifetime] = {}
-    users: dict[tuple[str, Any], list[tuple[Any, Exec, int]]] = defaultdict(list)
-    names: dict[str, str] = {}  # exec name → as users list it (a run launches a few hundred kernels many times)
-    for pt in sorted((pt for pt in prof.points if pt.kind in _KINDS), key=attrgetter("ts")):
+class _Made:
+    """A device's lifetimes as allocated: columns filled as the points come."""
+
+    def __init__(self) -> None:
+        self.alloc, self.st, self.en = array("q"), array("q"), array("q")
+        self.users: list[list[tuple[int, int]]] = []
+
+    def add(self, i: int, st: int, en: int) -> int:
+        self.alloc.append(i)
+        self.st.append(st)
+        self.en.append(en)
+        self.users.append([])
+        return len(self.users) - 1
+
+    def columns(self) -> Lifetimes:
+        alloc, st, en = (np.frombuffer(c, np.int64) for c in (self.alloc, self.st, self.en))
+        order = np.lexsort((-en, st))
+        listed = [self.users[k] for k in order.tolist()]
+        n_users = np.fromiter(map(len, listed), np.int64, len(listed))
+        first = np.zeros(len(listed) + 1, np.int64)
+        np.cumsum(np.minimum(n_users, MAX_USERS), out=first[1:])
+        users = np.fromiter(chain.from_iterable(chain.from_iterable(u if len(u) <= MAX_USERS else u[:MAX_USERS]
+                                                                    for u in listed)), np.int64, 2 * int(first[-1]))
+        return Lifetimes(alloc[order], st[order], en[order], n_users, users.reshape(-1, 2), first)
+
+
+def lifetimes(prof: Profile) -> dict[str, Lifetimes]:
+    """Per device, the lifetime of every allocation."""
+    end, points = profile_end(prof), prof.points
+    made: dict[str, _Made] = defaultdict(_Made)
+    live: dict[str, dict[Any, int]] = defaultdict(dict)  # device → key → its latest allocation's lifetime
+    users: dict[str, dict[Any, list[tuple[int, int]]]] = defaultdict(lambda: defaultdict(list))  # device → key → …
+    kept = [i for i, pt in enumerate(points) if pt.kind in _KINDS]
+    by_time = np.argsort(np.fromiter((points[i].ts for i in kept), np.int64, len(kept)), kind="stable")
+    for i in np.array(kept, np.int64)[by_time].tolist():
+        pt = points[i]
         if pt.kind == "exec":
             if isinstance(pt.arg, Exec):
+                mine = users[pt.device]
                 for n, b in enumerate(pt.arg.bufs):
-                    users[(pt.device, b)].append((pt.key, pt.arg, n))
+                    mine[b].append((i, n))
         elif pt.kind == "alloc":
             if isinstance(pt.arg, Alloc):
-                live[(pt.device, pt.key)] = lt = Lifetime(pt.device, pt.key, pt.ts, end, pt.arg)
-                out[pt.device].append(lt)
-        elif (k := (pt.device, pt.key)) in live:
-            lt = live.pop(k)
-            lt.en = pt.ts
-            _set_users(lt, users.pop(k, []), names)
-    for k, lt in live.items():
-        _set_users(lt, users.get(k, []), names)
-    for v in out.values():
-        v.sort(key=lambda lt: (lt.st, -lt.en))
-    return dict(out)
+                live[pt.device][pt.key] = made[pt.device].add(i, pt.ts, end)
+        elif (at := live[pt.device].pop(pt.key, None)) is not None:
+            m = made[pt.device]
+            m.en[at], m.users[at] = pt.ts, users[pt.device].pop(pt.key, [])
+    for dev, keys in live.items():
+        for k, at in keys.items():
+            made[dev].users[at] = users[dev].get(k, [])
+    return {dev: m.columns() for dev, m in made.items()}
 
 
-def _set_users(lt: Lifetime, found: list[tuple[Any, Exec, int]], names: dict[str, str]) -> None:
-    lt.n_users = len(found)
-    for key, e, n in found[:MAX_USERS]:
-        name = names.get(e.name)
-        if name is None:
-            name = names[e.name] = " ".join(e.name.split())
-        lt.users.append({"exec": key, "name": name, "mode": e.mode(n)})
+def slices(prof: Profile, found: Lifetimes) -> tuple[list[tuple[int, str]], list[dict]]:
+    """Per lifetime in order: what names its slice ((bytes, dtype): buffers of both share a name), and its args."""
+    points = prof.points
+    pairs = found.users.tolist()
+    execs = [points[u] for u, _ in pairs]
+    listed = {e.arg.name: " ".join(e.arg.name.split()) for e in execs}  # as users list it (a few hundred kernels)
+    users = [{"exec": e.key, "name": listed[e.arg.name], "mode": e.arg.mode(n)}
+             for e, (_, n) in zip(execs, pairs, strict=True)]
+    allocs = [points[i] for i in found.alloc.tolist()]
+    first = found.first_user.tolist()
+    args = [{"buf": pt.key, "bytes": pt.arg.nbytes, "dtype": pt.arg.dtype, "count": pt.arg.count,
+             "users": users[at:to]} for pt, at, to in zip(allocs, first[:-1], first[1:], strict=True)]
+    for k in np.flatnonzero(found.n_users > MAX_USERS).tolist():
+        args[k]["users (all)"] = int(found.n_users[k])
+    return [(pt.arg.nbytes, pt.arg.dtype) for pt in allocs], args
+
+
+def slice_name(nbytes: int, dtype: str) -> str:
+    """The name of a buffer's slice."""
+    return f"{bytes_text(nbytes)} {dtype}".rstrip()

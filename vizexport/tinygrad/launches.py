@@ -20,18 +20,16 @@ from __future__ import annotations
 
 import bisect
 import re
-from array import array
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import chain, islice
-from typing import Any
+from itertools import chain
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from ..devices import HOST
-from ..launchtable import LaunchTable
 from ..records import Alloc, Exec, Profile, SpanTable
 from ..timeline import ARG_BYTES, ARG_EXEC, ARG_GBS, ARG_LAUNCH_LATENCY, ARG_METADATA, FLOW_LAUNCH, Timeline, Track
 
@@ -261,89 +259,94 @@ def add_launches(tl: Timeline, track: Track, prof: Profile, links: LaunchLinks, 
     """Every exec that launched something as an instant on `track` (the host's `Launches`), with a flow to each
     device slice it started; those slices get the launch latency (in the launch table, and in their args for
     display), a JIT graph entry its batch's buffers, a copy the bytes its destination buffer holds (and the
-    bandwidth) when its range does not say."""
-    at, copies = _add_instants(tl, track, prof, links, exec_args)
-    targets = _targets(prof, links, placed)
-    table = _TableLinks(tl.launches)
-    for (dst, j), i, graph in map(targets.__getitem__, _by_time(targets).tolist()):
-        tl.flow(track, at[i], dst, j, FLOW_LAUNCH)
-        pt, args = prof.points[i], dst.args.setdefault(j, {})
-        latency = args[ARG_LAUNCH_LATENCY] = dst.ts[j] - pt.ts
-        table.add(dst.uuid, j, i, latency)
-        if graph and "buffers" not in args:
-            args.update(exec_args(pt.key, pt.arg))
-        if i in copies and ARG_BYTES not in args:
-            _copy_bytes(args, pt.arg, exec_args.buffers, dst.dur[j])
-    table.flush()
+    bandwidth) when its range does not say. Flows are numbered by their slices' time, track and index."""
+    execs, instant, copies = _add_instants(tl, track, prof, links, exec_args)
+    t = _targets(prof, links, placed)
+    ts, dur = (np.concatenate([np.frombuffer(getattr(d, c), np.int64) for d in t.tracks] or [np.zeros(0, np.int64)])
+               for c in ("ts", "dur"))
+    at = np.cumsum([0] + [len(d) for d in t.tracks])[t.track] + t.event  # each target's slice in ts and dur
+    uuid = np.array([d.uuid for d in t.tracks], np.int64)[t.track]
+    order = np.lexsort((t.event, uuid, ts[at]))
+    track_of, event, point, at = t.track[order], t.event[order], t.point[order], at[order]
+    which = np.searchsorted(execs.point, point)  # each target's exec among the instants' execs
+    latency = ts[at] - execs.ts[which]
+    dst = [t.tracks[k] for k in track_of.tolist()]
+    events = event.tolist()
+    tl.flows([track] * len(dst), instant[which].tolist(), dst, events, FLOW_LAUNCH)
+    slice_args = [d.args.setdefault(j, {}) for d, j in zip(dst, events, strict=True)]
+    for args, lat in zip(slice_args, latency.tolist(), strict=True):
+        args[ARG_LAUNCH_LATENCY] = lat
+    first = np.zeros(len(t.tracks), np.int64)  # each target track's first row in the launch table
+    used = np.unique(track_of)
+    first[used] = [tl.launches.row(t.tracks[k].uuid, 0) for k in used.tolist()]
+    tl.launches.link(first[track_of] + event, point, latency)
+    points = prof.points
+    for k in np.flatnonzero(t.graph[order]).tolist():
+        if "buffers" not in slice_args[k]:
+            pt = points[int(point[k])]
+            slice_args[k].update(exec_args(pt.key, pt.arg))
+    for k in np.flatnonzero(copies[which]).tolist():
+        if ARG_BYTES not in slice_args[k]:
+            _copy_bytes(slice_args[k], points[int(point[k])].arg, exec_args.buffers, int(dur[at[k]]))
 
 
-def _targets(prof: Profile, links: LaunchLinks, placed: Placed) -> list[tuple[tuple[Track, int], int, bool]]:
-    """Where each linked launch went: ((its track, its event), its exec, is it in a JIT graph), spans then batches."""
-    graph, tracks, out = prof.spans.graph, placed.tracks, []
-    items = iter(links.spans.items())
-    while chunk := list(islice(items, _CHUNK)):
-        rows = np.fromiter((s for s, _ in chunk), np.int64, len(chunk))
-        found, track, event = placed.spans(rows)
-        launched = np.fromiter((i for _, i in chunk), np.int64, len(chunk))[found]
-        out += [((tracks[t], j), i, g) for t, j, i, g in zip(track.tolist(), event.tolist(), launched.tolist(),
-                                                             (graph[rows[found]] >= 0).tolist(), strict=True)]
-    out += [(placed.batches[g], i, True) for g, i in links.graphs.items() if g in placed.batches]
-    return out
+class _Targets(NamedTuple):
+    """Where the linked launches went, a column each: the device slice's track (an index into `tracks`) and event,
+    the exec's index into Profile.points, and whether the slice is in a JIT graph."""
+
+    tracks: list[Track]
+    track: np.ndarray
+    event: np.ndarray
+    point: np.ndarray
+    graph: np.ndarray
 
 
-class _TableLinks:
-    """Launch table links (LaunchTable.link), set a chunk at a time: a column per launch would cost a long run tens of
-    MB at its memory peak, a launch at a time a numpy call each."""
+def _targets(prof: Profile, links: LaunchLinks, placed: Placed) -> _Targets:
+    """Where each linked launch went: device spans (as placed), then graph batches."""
+    rows = np.fromiter(links.spans.keys(), np.int64, len(links.spans))
+    found, track, event = placed.spans(rows)
+    batches = [(placed.batches[g], i) for g, i in links.graphs.items() if g in placed.batches]
+    batch_tracks = list({id(d): d for (d, _), _ in batches}.values())
+    code = {id(d): len(placed.tracks) + k for k, d in enumerate(batch_tracks)}
+    n = len(batches)
+    return _Targets(placed.tracks + batch_tracks,
+                    np.concatenate((track, np.fromiter((code[id(d)] for (d, _), _ in batches), np.int32, n))),
+                    np.concatenate((event, np.fromiter((j for (_, j), _ in batches), np.int64, n))),
+                    np.concatenate((np.fromiter(links.spans.values(), np.int64, len(rows))[found],
+                                    np.fromiter((i for _, i in batches), np.int64, n))),
+                    np.concatenate((prof.spans.graph[rows[found]] >= 0, np.ones(n, np.bool_))))
 
-    def __init__(self, table: LaunchTable) -> None:
-        self.table, self.first = table, {}  # launch track uuid → its first row
-        self.rows, self.execs, self.latencies = array("q"), array("q"), array("q")
 
-    def add(self, uuid: int, j: int, exec_point: int, latency: int) -> None:
-        first = self.first.get(uuid)
-        if first is None:
-            first = self.first[uuid] = self.table.row(uuid, 0)
-        self.rows.append(first + j)
-        self.execs.append(exec_point)
-        self.latencies.append(latency)
-        if len(self.rows) >= _CHUNK:
-            self.flush()
+class _Instants(NamedTuple):
+    """The execs that launched something (indexes into Profile.points, ascending) and their times."""
 
-    def flush(self) -> None:
-        self.table.link(*(np.frombuffer(c, np.int64) for c in (self.rows, self.execs, self.latencies)))
-        self.rows, self.execs, self.latencies = array("q"), array("q"), array("q")
+    point: np.ndarray
+    ts: np.ndarray
 
 
 def _add_instants(tl: Timeline, track: Track, prof: Profile, links: LaunchLinks, exec_args: ExecArgs
-                  ) -> tuple[dict[int, int], set[int]]:
-    """The instants of the execs that launched something, by time: each exec's event index, and the copies'."""
-    used = sorted(set(links.spans.values()) | set(links.graphs.values()), key=lambda i: (prof.points[i].ts, i))
-    at: dict[int, int] = {}
+                  ) -> tuple[_Instants, np.ndarray, np.ndarray]:
+    """The instants of the execs that launched something, by time: those execs, and per exec its instant's index
+    and whether it is a copy."""
+    execs = np.array(sorted(set(links.spans.values()) | set(links.graphs.values())), np.int64)
+    points = prof.points
+    ts = np.fromiter((points[i].ts for i in execs.tolist()), np.int64, len(execs))
+    by_time = np.lexsort((execs, ts))
+    instant, copies = np.empty(len(execs), np.int64), np.zeros(len(execs), np.bool_)
+    instant[by_time] = np.arange(len(execs))
     names: dict[str, tuple[int, bool]] = {}  # exec name → (its instant's name id, is it a copy)
-    copies = set()
-    for i in used:
-        pt = prof.points[i]
-        at[i] = len(track)
+    for k in by_time.tolist():
+        pt = points[int(execs[k])]
         named = names.get(pt.arg.name)
         if named is None:  # padded for DEBUG lines
             named = names[pt.arg.name] = (tl.intern(LAUNCH_PREFIX + " ".join(pt.arg.name.split())),
                                           copy_ends(pt.arg.name) is not None)
-        if named[1]:
-            copies.add(i)
+        copies[k] = named[1]
+        track.args[len(track)] = {"device": pt.device, **exec_args(pt.key, pt.arg)}
         track.ts.append(pt.ts)
         track.dur.append(-1)
         track.names.append(named[0])
-        track.args[at[i]] = {"device": pt.device, **exec_args(pt.key, pt.arg)}
-    return at, copies
-
-
-def _by_time(targets: list) -> np.ndarray:
-    """The order of launch targets ((track, event), exec, in graph) by their event's time, track and index: columns
-    sorted at once (a key tuple per launch would cost a long run hundreds of MB at its memory peak)."""
-    n = len(targets)
-    return np.lexsort((np.fromiter((j for (_, j), _, _ in targets), np.int64, n),
-                       np.fromiter((dst.uuid for (dst, _), _, _ in targets), np.int64, n),
-                       np.fromiter((dst.ts[j] for (dst, j), _, _ in targets), np.int64, n)))
+    return _Instants(execs, ts), instant, copies
 
 
 def _copy_bytes(args: dict, e: Exec, buffers: dict[Any, Alloc], dur: int) -> None:

@@ -16,16 +16,15 @@ from __future__ import annotations
 import bisect
 from array import array
 from collections import defaultdict
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import cached_property, partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
 from ..devices import HOST, device_root, is_copy_engine, natural
-from ..forks import SERIAL, Executor
+from ..forks import SERIAL, Executor, Later
 from ..launchtable import CATEGORIES, GRAPH, LaunchRows, LaunchTableBuilder
 from ..limits import TEXT_CAP, capped
 from ..pma import add_pma_tracks
@@ -45,7 +44,7 @@ from ..timeline import (
     Track,
     slice_events,
 )
-from .buffers import lifetimes
+from .buffers import Lifetimes, lifetimes, slice_name, slices
 from .categories import category
 from .estimates import LaunchEstimates, LaunchFigures, rate_args
 from .launches import LAUNCHES, ExecArgs, LaunchLinks, Placed, add_launches, link_launches
@@ -53,7 +52,7 @@ from .launches import LAUNCHES, ExecArgs, LaunchLinks, Placed, add_launches, lin
 if TYPE_CHECKING:
     from ..sqtt import Launch
 
-FORK_SPANS = 300_000  # spans from which host spans are ordered in a forked process (below, forking costs more)
+FORK_SPANS = 300_000  # spans from which _beside works in a forked process (below, forking costs more)
 _GATHER = 1 << 16  # spans of the biggest host track made at a time (the columns made meanwhile stay small)
 # the stages of a build (see the module's docstring)
 HOST_SPANS = "host spans"  # the host roots' tracks (TINY, USER, GC): Python-side spans
@@ -77,7 +76,8 @@ def _nested(st: np.ndarray, en: np.ndarray) -> bool:
     before it opened."""
     idx, is_end = slice_events(st, en - st)[1:]
     level = np.cumsum(np.where(is_end, np.int8(-1), np.int8(1)), dtype=np.int32) + is_end
-    by_level = idx[np.argsort(level, kind="stable")]
+    small = np.min_scalar_type(-int(level.max(initial=0)) - 1)  # levels of up to 16 bits sort in linear time (radix)
+    by_level = idx[np.argsort(level.astype(small) if small.itemsize <= 2 else level, kind="stable")]
     return bool((by_level[0::2] == by_level[1::2]).all())
 
 
@@ -281,6 +281,16 @@ def _host_order(spans: SpanTable, idx: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return small(order), small(lanes) if lanes.any() else None
 
 
+class _Beside(NamedTuple):
+    """What is made beside a build (_Builder._beside), in the order it is needed: a Later each (None: not built)."""
+
+    links: Later | None  # LaunchLinks
+    memory: Later | None  # Profile.memory()
+    first_use: Later | None  # the biggest host device's Key codes in order of first use (_first_use)
+    lifetimes: Later | None  # buffer lifetimes per device
+    host_order: Later | None  # its spans' track order and lanes (_host_order)
+
+
 @dataclass
 class _RowIds:
     """Per row of a host track (a shared Key): its name's id, its callstack's (-1: none), its args (a dict shared by
@@ -337,7 +347,12 @@ class _Builder:
     def build(self) -> Timeline:
         """Every track in order, but the biggest host device's, which comes from a forked process: its track's ids
         are interned where it goes, and it is filled and moved there last (both processes are busy meanwhile)."""
-        columns, spans_by_dev, host_order = self._columns()
+        spans_by_dev = self.p.spans.by_device()
+        self._biggest = _biggest_host(spans_by_dev) if HOST_SPANS in self.stages else None
+        beside = self.beside = self._beside(spans_by_dev)
+        columns, spans_by_dev = self._columns(spans_by_dev)
+        self.links = beside.links() if beside.links is not None else LaunchLinks({}, {})
+        self.memory = beside.memory() if beside.memory is not None else {}
         mem_devs = sorted(self.memory, key=natural)
         roots = {device_root(d) for d in spans_by_dev} | {device_root(d) for d in mem_devs}
         roots |= {LAUNCHES} if self.links.spans else set()
@@ -353,26 +368,16 @@ class _Builder:
         if MARKERS in self.stages:
             self._markers()
         deferred, self._deferred = self._deferred, None  # its columns go once placed (the builder may outlive it)
-        if deferred is not None and host_order is not None:
-            self._place_deferred(deferred, host_order())
+        if beside.host_order is not None:
+            order = beside.host_order()
+            if deferred is not None:
+                self._place_deferred(deferred, order)
         return self.tl
 
-    def _columns(self) -> tuple[dict[str, _TrackColumns], dict[str, np.ndarray], Callable[[], Any] | None]:
-        """Every placed device string's spans as columns but the biggest host device's (and each one's span
-        indexes), and what gives that one's order (_host_order; None: no host device); the launch links, memory and
-        buffer lifetimes."""
-        # the biggest host device's spans (alone half of this build) are sorted in a forked process meanwhile. Launch
-        # links and memory counters stay here: made in a second fork, the 20M-event profile's took no less time (82.7 s
-        # against 85.9 s, best of 2) and its copies of the points' pages cost the process tree 0.45 GiB
-        links, memory = LAUNCH_LINKS in self.stages, MEMORY in self.stages
-        spans_by_dev = self.p.spans.by_device()
-        self._biggest = _biggest_host(spans_by_dev) if HOST_SPANS in self.stages else None
-        host_order = None
-        if self._biggest is not None:
-            host_order = partial(_host_order, self.p.spans, spans_by_dev[self._biggest])
-            host_order = self.executor.forked(host_order) if len(self.p.spans) >= FORK_SPANS else host_order
+    def _columns(self, spans_by_dev: dict[str, np.ndarray]) -> tuple[dict[str, _TrackColumns], dict[str, np.ndarray]]:
+        """Every placed device string's spans as columns but the biggest host device's, and each placed one's span
+        indexes."""
         columns = _host_columns(self.p.spans, spans_by_dev, self._biggest) if HOST_SPANS in self.stages else {}
-        self.lifetimes = lifetimes(self.p) if memory else {}  # none where there is no memory
         if HOST_SPANS not in self.stages:
             spans_by_dev = {d: idx for d, idx in spans_by_dev.items() if d not in HOST}
         # exec events give launches their variables (for estimates) and their arguments (launch links)
@@ -383,9 +388,21 @@ class _Builder:
             from ..sqtt import pmc_span_args
             self.pmc = pmc_span_args(self.p, launches)
         columns |= {d: self._device_columns(d, idx, execs.get(d)) for d, idx in spans_by_dev.items() if d not in HOST}
-        self.links = link_launches(self.p) if links else LaunchLinks({}, {})
-        self.memory = self.p.memory() if memory else {}
-        return columns, spans_by_dev, host_order
+        return columns, spans_by_dev
+
+    def _beside(self, spans_by_dev: dict[str, np.ndarray]) -> _Beside:
+        """What is made beside the rest of this build: for a big profile, in turn by a forked process, in the order
+        it is needed. All travels cheaply (dicts and lists of ints, columns); the biggest host device's order is
+        half of this build's work. Where that process reads Python objects (the points), it copies their pages."""
+        p, spans, biggest = self.p, self.p.spans, spans_by_dev.get(self._biggest)
+        tasks = _Beside(partial(link_launches, p) if LAUNCH_LINKS in self.stages else None,
+                        p.memory if MEMORY in self.stages else None,
+                        partial(_first_use, spans, biggest) if biggest is not None else None,
+                        partial(lifetimes, p) if MEMORY in self.stages else None,
+                        partial(_host_order, spans, biggest) if biggest is not None else None)
+        executor = self.executor if len(spans) >= FORK_SPANS else SERIAL
+        later = iter(executor.forked_in_turn([t for t in tasks if t is not None]))
+        return _Beside(*(next(later) if t is not None else None for t in tasks))
 
     def _root(self, root: str, spans_by_dev: dict[str, np.ndarray], columns: dict[str, _TrackColumns],
               mem_devs: list[str]) -> None:
@@ -403,7 +420,7 @@ class _Builder:
         for d in mem_devs:
             if device_root(d) == root:
                 self._memory(group, d, *self.memory[d])
-                self._buffers(group, d)
+                self._buffers(group, d, self.lifetimes.get(d))
         mine = [la for la in self.launches if device_root(la.device) == root]
         if mine:
             from ..sqtt import add_sqtt_tracks
@@ -411,6 +428,11 @@ class _Builder:
         if CAPTURES in self.stages and any(c.kind == "pma" and device_root(c.device) == root
                                            for c in self.p.captures):
             add_pma_tracks(self.tl, group, self.p)
+
+    @cached_property
+    def lifetimes(self) -> dict[str, Lifetimes]:
+        """Buffer lifetimes per device (none where there is no memory), taken when first placed: made meanwhile."""
+        return self.beside.lifetimes() if self.beside.lifetimes is not None else {}
 
     @cached_property
     def _graph_roots(self) -> set[str]:
@@ -422,9 +444,10 @@ class _Builder:
         if dev != self._biggest:
             self._place(group, dev, columns.pop(dev))
             return
-        idx = spans_by_dev[dev]
-        row, names, args, frames = _key_rows(self.p.spans, _first_use(self.p.spans, idx))
-        self._deferred = _Deferred(group, len(self.tl.tracks), idx, row, self._row_ids(names, args, frames))
+        assert self.beside.first_use is not None  # made for the biggest host device
+        row, names, args, frames = _key_rows(self.p.spans, self.beside.first_use())
+        ids = self._row_ids(names, args, frames)
+        self._deferred = _Deferred(group, len(self.tl.tracks), spans_by_dev[dev], row, ids)
 
     def _row_ids(self, names: list[str], args: np.ndarray, frames: list[tuple[Frame, ...] | None]) -> _RowIds:
         """A track's rows' ids, interned now (in the order placing uses them)."""
@@ -612,9 +635,8 @@ class _Builder:
         if not found.all():
             raise KeyError(int(rows[np.argmin(found)]))
         t = self.placed.tracks
-        for a, i, b, j in zip(*(x.tolist() for x in (tracks[0::2], events[0::2], tracks[1::2], events[1::2])),
-                              strict=True):
-            self.tl.flow(t[a], i, t[b], j)
+        self.tl.flows([t[a] for a in tracks[0::2].tolist()], events[0::2].tolist(),
+                      [t[b] for b in tracks[1::2].tolist()], events[1::2].tolist())
 
     def _memory(self, group: Track, dev: str, ts: list[int], totals: list[int]) -> None:
         """Live buffer bytes over time (Profile.memory): its maximum is the device's peak."""
@@ -622,21 +644,22 @@ class _Builder:
         track.ts.extend(ts)
         track.values.extend(totals)
 
-    def _buffers(self, group: Track, dev: str) -> None:
+    def _buffers(self, group: Track, dev: str, found: Lifetimes | None) -> None:
         """One slice per buffer lifetime (tinygrad/buffers.py), lanes as overlaps need."""
-        found = self.lifetimes.get(dev, [])
-        lanes = _lanes([lt.st for lt in found], [lt.en for lt in found])
-        tracks = [self.tl.add_track(f"{dev} Buffers", group, "slice", Role.BUFFERS) for _ in range(max(lanes) + 1)] \
-            if lanes else []
+        if found is None:
+            return
+        lanes = _lanes(found.st.tolist(), found.en.tolist())
+        tracks = [self.tl.add_track(f"{dev} Buffers", group, "slice", Role.BUFFERS) for _ in range(max(lanes) + 1)]
         names: dict[tuple[int, str], int] = {}  # (bytes, dtype) → the name id of its buffers' slices
-        for lane, lt in zip(lanes, found, strict=True):
+        for lane, st, en, named, args in zip(lanes, found.st.tolist(), found.en.tolist(), *slices(self.p, found),
+                                             strict=True):
             track = tracks[lane]
-            track.args[len(track)] = lt.args()
-            track.ts.append(lt.st)
-            track.dur.append(lt.en - lt.st)
-            sid = names.get((lt.alloc.nbytes, lt.alloc.dtype))
+            track.args[len(track)] = args
+            track.ts.append(st)
+            track.dur.append(en - st)
+            sid = names.get(named)
             if sid is None:
-                sid = names[(lt.alloc.nbytes, lt.alloc.dtype)] = self.tl.intern(lt.name())
+                sid = names[named] = self.tl.intern(slice_name(*named))
             track.names.append(sid)
 
     def _metadata(self) -> None:
