@@ -138,6 +138,32 @@ def test_forked_passes_on_the_childs_error_and_runs_in_process_inside_a_worker(e
     assert pids == [True, True]
 
 
+@needs_fork
+def test_tasks_in_turn_give_each_result_once_it_is_done(ex, tmp_path):
+    """The timeline builder takes its launch links while the same process goes on to order the host spans: one
+    forked process runs the tasks in turn, each result is taken as soon as its task is done, an error at its own
+    task's take (which stops the process)."""
+    gate = tmp_path / "gate"
+
+    def later() -> int:
+        while not gate.exists():
+            time.sleep(0.01)
+        return os.getpid()
+
+    def fail() -> None:
+        raise KeyError("bad buffer")
+    first, second, third = ex.forked_in_turn([os.getpid, later, fail])
+    pid = first()  # the second task waits for the gate meanwhile
+    assert pid != os.getpid() and ex.pids() == [pid]
+    gate.touch()
+    assert second() == pid
+    with pytest.raises(KeyError, match="bad buffer"):
+        third()
+    assert not ex.pids()
+    here = forks.Executor().forked_in_turn([os.getpid, lambda: 7])
+    assert [here[1](), here[0]()] == [7, os.getpid()]  # no executor: each runs when taken
+
+
 def suicide(x: int) -> int:
     if x == 0:
         os.kill(os.getpid(), signal.SIGKILL)  # as the kernel's OOM killer would
