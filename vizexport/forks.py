@@ -2,8 +2,9 @@
 plain `Executor` (SERIAL) does everything in this process; a `ForkExecutor` spreads it over forked processes: each
 inherits the parent's memory (a profile's timeline, a rewrites trace, the function and its items), so only the small
 results travel back. Used by the trace encoder, the windows writer, the SVG export, the site's step packs, the
-streaming reader's scan and back half, the timeline builder's host spans (`forked`), and the report's plots (a helper
-forked ahead of its task: `prepare`). The executor holds its workers; there is no state in this module.
+streaming reader's scan and back half, the timeline builder's launch links, buffer lifetimes and host spans (one
+process, in turn: `forked_in_turn`), and the report's plots (a helper forked ahead of its task: `prepare`). The
+executor holds its workers; there is no state in this module.
 
 The command's memory cap is for all of its processes: each group of workers is lent a share of what is left of it
 (limits.lend), and fewer are forked, or none (the work is done in this process), where a share would be too small.

@@ -337,12 +337,14 @@ class _Builder:
         self._categories: dict[tuple[int, bytes | None, Role], int] = {}  # (name id, program, role) → category code
         self.pmc: dict[int, dict] = {}
         self._named: dict[tuple[str, str], tuple[list[int], list]] = {}  # (device, kernel) → its exec events
-        self.parts = _KeyParts()
-        # what device spans show of their Key, and of their program key, made once per object
-        self._key_args = _Once(lambda k: _key_args(k, self.parts)[1])
-        self._key_frames = _Once(lambda k: self.parts.frames(k.tb))
+        self.parts = parts = _KeyParts()
+        # what device spans show of their Key, and of their program key, made once per object (closures without
+        # self: a builder in no reference cycle, with what it read, goes as soon as its build is done)
+        self._key_args = _Once(lambda k: _key_args(k, parts)[1])
+        self._key_frames = _Once(lambda k: parts.frames(k.tb))
         self._hex = _Once(bytes.hex)
         self._deferred: _Deferred | None = None
+        self._taken_lifetimes: dict[str, Lifetimes] | None = None
 
     def build(self) -> Timeline:
         """Every track in order, but the biggest host device's, which comes from a forked process: its track's ids
@@ -359,6 +361,7 @@ class _Builder:
         order = [r for r in HOST if r in roots] + sorted(roots - set(HOST), key=natural)
         for root in order:
             self._root(root, spans_by_dev, columns, mem_devs)
+        self._lifetimes()  # taken where no root placed buffers: the process that made them ends once all it made came
         if GRAPH_FLOWS in self.stages:
             self._flows()
         self._metadata()
@@ -367,11 +370,10 @@ class _Builder:
             add_launches(self.tl, self.launches_track, self.p, self.links, self.placed, self.exec_args)
         if MARKERS in self.stages:
             self._markers()
-        deferred, self._deferred = self._deferred, None  # its columns go once placed (the builder may outlive it)
         if beside.host_order is not None:
             order = beside.host_order()
-            if deferred is not None:
-                self._place_deferred(deferred, order)
+            if self._deferred is not None:
+                self._place_deferred(self._deferred, order)
         return self.tl
 
     def _columns(self, spans_by_dev: dict[str, np.ndarray]) -> tuple[dict[str, _TrackColumns], dict[str, np.ndarray]]:
@@ -420,7 +422,7 @@ class _Builder:
         for d in mem_devs:
             if device_root(d) == root:
                 self._memory(group, d, *self.memory[d])
-                self._buffers(group, d, self.lifetimes.get(d))
+                self._buffers(group, d, self._lifetimes().get(d))
         mine = [la for la in self.launches if device_root(la.device) == root]
         if mine:
             from ..sqtt import add_sqtt_tracks
@@ -429,10 +431,12 @@ class _Builder:
                                            for c in self.p.captures):
             add_pma_tracks(self.tl, group, self.p)
 
-    @cached_property
-    def lifetimes(self) -> dict[str, Lifetimes]:
-        """Buffer lifetimes per device (none where there is no memory), taken when first placed: made meanwhile."""
-        return self.beside.lifetimes() if self.beside.lifetimes is not None else {}
+    def _lifetimes(self) -> dict[str, Lifetimes]:
+        """Buffer lifetimes per device (none where there is no memory), taken once, when first needed: they are made
+        beside meanwhile."""
+        if self._taken_lifetimes is None:
+            self._taken_lifetimes = self.beside.lifetimes() if self.beside.lifetimes is not None else {}
+        return self._taken_lifetimes
 
     @cached_property
     def _graph_roots(self) -> set[str]:
