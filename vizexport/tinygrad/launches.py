@@ -270,24 +270,25 @@ def add_launches(tl: Timeline, track: Track, prof: Profile, links: LaunchLinks, 
     track_of, event, point, at = t.track[order], t.event[order], t.point[order], at[order]
     which = np.searchsorted(execs.point, point)  # each target's exec among the instants' execs
     latency = ts[at] - execs.ts[which]
-    dst = [t.tracks[k] for k in track_of.tolist()]
-    events = event.tolist()
-    tl.flows([track] * len(dst), instant[which].tolist(), dst, events, FLOW_LAUNCH)
-    slice_args = [d.args.setdefault(j, {}) for d, j in zip(dst, events, strict=True)]
-    for args, lat in zip(slice_args, latency.tolist(), strict=True):
-        args[ARG_LAUNCH_LATENCY] = lat
     first = np.zeros(len(t.tracks), np.int64)  # each target track's first row in the launch table
     used = np.unique(track_of)
     first[used] = [tl.launches.row(t.tracks[k].uuid, 0) for k in used.tolist()]
     tl.launches.link(first[track_of] + event, point, latency)
-    points = prof.points
-    for k in np.flatnonzero(t.graph[order]).tolist():
-        if "buffers" not in slice_args[k]:
-            pt = points[int(point[k])]
-            slice_args[k].update(exec_args(pt.key, pt.arg))
-    for k in np.flatnonzero(copies[which]).tolist():
-        if ARG_BYTES not in slice_args[k]:
-            _copy_bytes(slice_args[k], points[int(point[k])].arg, exec_args.buffers, int(dur[at[k]]))
+    graph, copy = t.graph[order], copies[which]
+    for part in (slice(k, k + _CHUNK) for k in range(0, len(order), _CHUNK)):  # the lists of a part are reused
+        dst, events = [t.tracks[k] for k in track_of[part].tolist()], event[part].tolist()
+        tl.flows([track] * len(dst), instant[which[part]].tolist(), dst, events, FLOW_LAUNCH)
+        slice_args = [d.args.setdefault(j, {}) for d, j in zip(dst, events, strict=True)]
+        for args, lat in zip(slice_args, latency[part].tolist(), strict=True):
+            args[ARG_LAUNCH_LATENCY] = lat
+        for k in np.flatnonzero(graph[part]).tolist():
+            if "buffers" not in slice_args[k]:
+                pt = prof.points[int(point[part][k])]
+                slice_args[k].update(exec_args(pt.key, pt.arg))
+        for k in np.flatnonzero(copy[part]).tolist():
+            if ARG_BYTES not in slice_args[k]:
+                _copy_bytes(slice_args[k], prof.points[int(point[part][k])].arg, exec_args.buffers,
+                            int(dur[at[part][k]]))
 
 
 class _Targets(NamedTuple):
@@ -333,7 +334,7 @@ def _add_instants(tl: Timeline, track: Track, prof: Profile, links: LaunchLinks,
     ts = np.fromiter((points[i].ts for i in execs.tolist()), np.int64, len(execs))
     by_time = np.lexsort((execs, ts))
     instant, copies = np.empty(len(execs), np.int64), np.zeros(len(execs), np.bool_)
-    instant[by_time] = np.arange(len(execs))
+    instant[by_time] = np.arange(len(track), len(track) + len(execs))
     names: dict[str, tuple[int, bool]] = {}  # exec name → (its instant's name id, is it a copy)
     for k in by_time.tolist():
         pt = points[int(execs[k])]

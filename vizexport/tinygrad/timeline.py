@@ -117,7 +117,12 @@ def build_timeline(prof: Profile, rewrites: RewriteLog | None = None, launches: 
     elif launches is None:
         from ..sqtt import load_launches  # the SQTT decoder (and ELF reader) only for a profile with captures
         launches = load_launches(prof) if prof.captures else []
-    return _Builder(prof, rewrites, launches, stages, executor).build()
+    builder = _Builder(prof, rewrites, launches, stages, executor)
+    tl, deferred = builder.build()
+    del builder  # what it read (launch links, exec events, counters) goes before the biggest host track is filled
+    if deferred is not None:  # (the build's memory peak)
+        deferred.place(tl, prof.spans)
+    return tl
 
 
 @dataclass
@@ -318,11 +323,27 @@ class _Deferred:
     """The biggest host device's track as interned where it goes (its names and callstacks get their ids then),
     filled once its order comes (_host_order) and moved there."""
 
+    device: str
     group: Track
     at: int  # its first track's index among the timeline's tracks
     idx: np.ndarray  # its rows
     row: np.ndarray  # Key code → row
     ids: _RowIds
+    order: Later  # its order and lanes (_host_order)
+
+    def place(self, tl: Timeline, spans: SpanTable) -> None:
+        """Its lanes, filled a part at a time and moved where they go (the launch table's track uuids follow)."""
+        order, lanes = self.order()
+        first = len(tl.tracks)
+        for lane in range(int(lanes.max()) + 1 if lanes is not None else 1):
+            mine = order if lanes is None else order[lanes == lane]
+            track = tl.add_track(self.device, self.group, "slice", Role.HOST)
+            for at in range(0, len(mine), _GATHER):
+                rows_at = self.idx[mine[at:at + _GATHER]]
+                st = spans.st[rows_at]
+                self.ids.append(track, st, _durations(st, spans.en[rows_at]), self.row[spans.key[rows_at]])
+        moved = tl.move_last(len(tl.tracks) - first, self.at)
+        tl.launches = replace(tl.launches, tracks=[moved.get(u, u) for u in tl.launches.tracks])
 
 
 class _Builder:
@@ -346,9 +367,10 @@ class _Builder:
         self._deferred: _Deferred | None = None
         self._taken_lifetimes: dict[str, Lifetimes] | None = None
 
-    def build(self) -> Timeline:
-        """Every track in order, but the biggest host device's, which comes from a forked process: its track's ids
-        are interned where it goes, and it is filled and moved there last (both processes are busy meanwhile)."""
+    def build(self) -> tuple[Timeline, _Deferred | None]:
+        """Every track in order, but the biggest host device's, whose order comes from a forked process: its track's
+        ids are interned where it goes, and it is left to fill and move there last (both processes are busy
+        meanwhile)."""
         spans_by_dev = self.p.spans.by_device()
         self._biggest = _biggest_host(spans_by_dev) if HOST_SPANS in self.stages else None
         beside = self.beside = self._beside(spans_by_dev)
@@ -370,11 +392,7 @@ class _Builder:
             add_launches(self.tl, self.launches_track, self.p, self.links, self.placed, self.exec_args)
         if MARKERS in self.stages:
             self._markers()
-        if beside.host_order is not None:
-            order = beside.host_order()
-            if self._deferred is not None:
-                self._place_deferred(self._deferred, order)
-        return self.tl
+        return self.tl, self._deferred
 
     def _columns(self, spans_by_dev: dict[str, np.ndarray]) -> tuple[dict[str, _TrackColumns], dict[str, np.ndarray]]:
         """Every placed device string's spans as columns but the biggest host device's, and each placed one's span
@@ -448,10 +466,11 @@ class _Builder:
         if dev != self._biggest:
             self._place(group, dev, columns.pop(dev))
             return
-        assert self.beside.first_use is not None  # made for the biggest host device
-        row, names, args, frames = _key_rows(self.p.spans, self.beside.first_use())
-        ids = self._row_ids(names, args, frames)
-        self._deferred = _Deferred(group, len(self.tl.tracks), spans_by_dev[dev], row, ids)
+        first_use, order = self.beside.first_use, self.beside.host_order
+        assert first_use is not None and order is not None  # made for the biggest host device
+        row, names, args, frames = _key_rows(self.p.spans, first_use())
+        self._deferred = _Deferred(dev, group, len(self.tl.tracks), spans_by_dev[dev], row,
+                                   self._row_ids(names, args, frames), order)
 
     def _row_ids(self, names: list[str], args: np.ndarray, frames: list[tuple[Frame, ...] | None]) -> _RowIds:
         """A track's rows' ids, interned now (in the order placing uses them)."""
@@ -476,22 +495,6 @@ class _Builder:
                 keys = c.launches.keys[at]
                 self.table.add(track.uuid, _launch_rows(track, keys, self._category_codes(track, keys),
                                                         c.launches.figures[at]))
-
-    def _place_deferred(self, d: _Deferred, host_order: tuple[np.ndarray, np.ndarray | None]) -> None:
-        """The biggest host device's lanes, from its order, filled a part at a time and moved where they go (the
-        launch table's track uuids follow)."""
-        order, lanes = host_order
-        spans, first = self.p.spans, len(self.tl.tracks)
-        for lane in range(int(lanes.max()) + 1 if lanes is not None else 1):
-            mine = order if lanes is None else order[lanes == lane]
-            track = self.tl.add_track(self._biggest, d.group, "slice", Role.HOST)
-            for at in range(0, len(mine), _GATHER):
-                rows_at = d.idx[mine[at:at + _GATHER]]
-                st = spans.st[rows_at]
-                d.ids.append(track, st, _durations(st, spans.en[rows_at]), d.row[spans.key[rows_at]])
-        moved = self.tl.move_last(len(self.tl.tracks) - first, d.at)
-        table = self.tl.launches
-        self.tl.launches = replace(table, tracks=[moved.get(u, u) for u in table.tracks])
 
     def _category_codes(self, track: Track, keys: np.ndarray) -> np.ndarray:
         """Each launch's category (a code into CATEGORIES) from its name as shown, its track and its program."""
