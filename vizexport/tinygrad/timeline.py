@@ -105,8 +105,8 @@ def build_timeline(prof: Profile, rewrites: RewriteLog | None = None, launches: 
                    stages: frozenset[str] = ALL_STAGES, executor: Executor = SERIAL) -> Timeline:
     """The profile's tracks (and, with its rewrites trace, kernel estimates and codegen names). `launches`: the
     profile's SQTT/PMC launches, decoded (sqtt.load_launches) unless given (or CAPTURES is not a stage). `stages`:
-    what to build besides the device tracks (ALL_STAGES: everything). `executor`: where a big profile's host spans
-    are prepared meanwhile (SERIAL: here, in turn)."""
+    what to build besides the device tracks (ALL_STAGES: everything). `executor`: where a big profile's launch links,
+    counters, buffer lifetimes and host span order are made meanwhile (_Builder._beside; SERIAL: here, in turn)."""
     unknown = stages - ALL_STAGES
     if unknown:
         raise ValueError(f"no timeline stage {', '.join(sorted(unknown))} (stages: {', '.join(sorted(ALL_STAGES))})")
