@@ -9,7 +9,7 @@ import pytest
 
 from vizexport import load_profile
 from vizexport.records import Alloc, Exec, Key, Point, Profile, Release, Span, SpanTable
-from vizexport.tinygrad.buffers import lifetimes, slices
+from vizexport.tinygrad.buffers import MAX_USERS, lifetimes, slices
 from vizexport.tinygrad.timeline import build_timeline
 
 from .conftest import FIXTURES, ROOT, run_cli, tpq, trace_params
@@ -69,6 +69,21 @@ def test_lifetimes_follow_the_counter_rules():
     tl = build_timeline(prof)
     lanes = [t for t in tl.tracks if t.name == "NULL Buffers"]
     assert sum(len(t) for t in lanes) == 3 and len(lanes) == 2  # 20-70 and 30-50 nest; 10-40 overlaps both
+
+
+def test_a_buffer_lists_its_first_users_and_counts_them_all():
+    """A weight read by every step lists MAX_USERS users (the first, in time order) and says how many there were."""
+    n = MAX_USERS + 5
+    pts = [Point("NULL", "alloc", 1, 7, Alloc(64, "float", 16)), Point("NULL", "alloc", 2, 8, Alloc(8, "int", 2))]
+    pts += [Point("NULL", "exec", 10 + k, 100 + k, Exec(f"E_{k % 3}", None, {}, [8, 7], (1,), (0,))) for k in range(n)]
+    prof = Profile("t", Release("0.14.0", "override", "test"), len(pts), points=pts,
+                   spans=SpanTable.of([Span("NULL", Key("E_0"), 15, 20)]))
+    found = lifetimes(prof)["NULL"]
+    assert found.n_users.tolist() == [n, n] and found.first_user.tolist() == [0, MAX_USERS, 2 * MAX_USERS]
+    (first, second) = slices(prof, found)[1]
+    assert [u["exec"] for u in first["users"]] == list(range(100, 100 + MAX_USERS)) and first["users (all)"] == n
+    assert {u["mode"] for u in first["users"]} == {"in"} and {u["mode"] for u in second["users"]} == {"out"}
+    assert first["buf"] == 7 and second["buf"] == 8 and first["users"][4]["name"] == "E_1"
 
 
 def test_site_and_analyses_ignore_buffer_tracks():
