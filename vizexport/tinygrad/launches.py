@@ -281,14 +281,14 @@ def add_launches(tl: Timeline, track: Track, prof: Profile, links: LaunchLinks, 
         slice_args = [d.args.setdefault(j, {}) for d, j in zip(dst, events, strict=True)]
         for args, lat in zip(slice_args, latency[part].tolist(), strict=True):
             args[ARG_LAUNCH_LATENCY] = lat
+        mine, spans_at = point[part], at[part]
         for k in np.flatnonzero(graph[part]).tolist():
             if "buffers" not in slice_args[k]:
-                pt = prof.points[int(point[part][k])]
+                pt = prof.points[mine[k]]
                 slice_args[k].update(exec_args(pt.key, pt.arg))
         for k in np.flatnonzero(copy[part]).tolist():
             if ARG_BYTES not in slice_args[k]:
-                _copy_bytes(slice_args[k], prof.points[int(point[part][k])].arg, exec_args.buffers,
-                            int(dur[at[part][k]]))
+                _copy_bytes(slice_args[k], prof.points[mine[k]].arg, exec_args.buffers, int(dur[spans_at[k]]))
 
 
 class _Targets(NamedTuple):
@@ -329,15 +329,15 @@ def _add_instants(tl: Timeline, track: Track, prof: Profile, links: LaunchLinks,
                   ) -> tuple[_Instants, np.ndarray, np.ndarray]:
     """The instants of the execs that launched something, by time: those execs, and per exec its instant's index
     and whether it is a copy."""
-    execs = np.array(sorted(set(links.spans.values()) | set(links.graphs.values())), np.int64)
-    points = prof.points
-    ts = np.fromiter((points[i].ts for i in execs.tolist()), np.int64, len(execs))
+    execs = np.unique(np.fromiter(chain(links.spans.values(), links.graphs.values()), np.int64))
+    points = [prof.points[i] for i in execs.tolist()]
+    ts = np.fromiter((pt.ts for pt in points), np.int64, len(points))
     by_time = np.lexsort((execs, ts))
     instant, copies = np.empty(len(execs), np.int64), np.zeros(len(execs), np.bool_)
     instant[by_time] = np.arange(len(track), len(track) + len(execs))
     names: dict[str, tuple[int, bool]] = {}  # exec name → (its instant's name id, is it a copy)
     for k in by_time.tolist():
-        pt = points[int(execs[k])]
+        pt = points[k]
         named = names.get(pt.arg.name)
         if named is None:  # padded for DEBUG lines
             named = names[pt.arg.name] = (tl.intern(LAUNCH_PREFIX + " ".join(pt.arg.name.split())),

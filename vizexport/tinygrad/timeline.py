@@ -76,8 +76,8 @@ def _nested(st: np.ndarray, en: np.ndarray) -> bool:
     before it opened."""
     idx, is_end = slice_events(st, en - st)[1:]
     level = np.cumsum(np.where(is_end, np.int8(-1), np.int8(1)), dtype=np.int32) + is_end
-    small = np.min_scalar_type(-int(level.max(initial=0)) - 1)  # levels of up to 16 bits sort in linear time (radix)
-    by_level = idx[np.argsort(level.astype(small) if small.itemsize <= 2 else level, kind="stable")]
+    small = level.max(initial=0) < 1 << 15  # levels of up to 16 bits sort in linear time (a radix sort)
+    by_level = idx[np.argsort(level.astype(np.int16) if small else level, kind="stable")]
     return bool((by_level[0::2] == by_level[1::2]).all())
 
 
