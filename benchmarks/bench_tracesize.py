@@ -1,16 +1,14 @@
-"""Trace size against time: bytes per event of a .pftrace, raw and deflated at each level, and conversion time.
+"""Trace size against time: bytes per profile event of a .pftrace, raw and deflated at each level, and conversion time.
 
 1. The timeline of a profile (default: the 1,000,000-event one bench_load.py makes) is encoded once per layout
-   (proto.SPREAD: the layout written before, a sequence per segment and flags on every packet; proto.COMPACT: what
-   is written now), one process, one job; then its packets are deflated in compressed_packets chunks as the writer
-   cuts them, by zlib-ng (what is written) and by the standard library's zlib, at each level: bytes/event and seconds
-   per level (best of --repeat).
-   Then, for the decision on timestamps: the COMPACT bytes with each event's timestamp re-encoded as the delta from
-   the packet before it on its sequence (what a sequence-scoped incremental clock would write; not written, since
-   the ClockSnapshot that anchors such a clock makes the Perfetto UI add a System > Clock Snapshots track).
+   (wire.SPREAD: the layout written before, a sequence per segment and flags on every packet; wire.COMPACT: what
+   is written by default; wire.DELTA: what --delta-time writes, timestamps as deltas on each segment's incremental
+   clock, which makes the Perfetto UI show a System > Clock Snapshots track), one process, one job; then its packets
+   are deflated in compressed_packets chunks as the writer cuts them, by zlib-ng (what is written) and by the standard
+   library's zlib, at each level: bytes/event and seconds per level (best of --repeat).
 2. With --baseline DIR (a checkout of the code before, e.g. /work/main), the whole `vizexport PROFILE -o OUT.pftrace`
-   (compressed, then --no-compress) runs in fresh processes for this checkout and the baseline, interleaved round by
-   round, best of --repeat: seconds and bytes/event side by side.
+   (compressed, then --no-compress) runs in fresh processes for this checkout and the baseline, and this checkout's
+   with --delta-time, interleaved round by round, best of --repeat: seconds and bytes/event side by side.
 
 Usage: python benchmarks/bench_tracesize.py [--profile PKL] [--levels 1,2,3,6,9] [--baseline DIR] [--repeat K]
 """
@@ -31,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from vizexport.api import build_timeline, load_profile  # noqa: E402
 from vizexport.perfetto import proto  # noqa: E402
-from vizexport.perfetto.wire import COMPACT, SPREAD, TIMESTAMP_TAG, Trace, TracePacket, field, varint  # noqa: E402
+from vizexport.perfetto.wire import COMPACT, DELTA, SPREAD  # noqa: E402
 
 
 def _varint_at(data: bytes, i: int) -> tuple[int, int]:
@@ -56,58 +54,8 @@ def packet_ends(data: bytes) -> np.ndarray:
     return np.array(ends, np.int64)
 
 
-def _fields(packet: bytes) -> list[tuple[int, int, int, int | None]]:
-    """(field number, start, end, varint value or None) of each field of one packet."""
-    out, i = [], 0
-    while i < len(packet):
-        start = i
-        key, i = _varint_at(packet, i)
-        value = None
-        if key & 7 == 0:
-            value, i = _varint_at(packet, i)
-        elif key & 7 == 2:
-            n, i = _varint_at(packet, i)
-            i += n
-        else:
-            i += 8 if key & 7 == 1 else 4
-        out.append((key >> 3, start, i, value))
-    return out
-
-
-def with_delta_timestamps(raw: bytes) -> list[bytes]:
-    """The packets of raw trace bytes, each timestamp made the delta from the one before on its sequence (a packet
-    that sets the sequence's defaults starts it again)."""
-    TP, out, last, at = TracePacket, [], {}, 0
-    for end in packet_ends(raw).tolist():
-        packet = raw[at + 1:end]
-        packet = packet[_varint_at(packet, 0)[1]:]  # past the length
-        at, fields = end, _fields(packet)
-        seq = next((v for f, _, _, v in fields if f == TP.TRUSTED_PACKET_SEQUENCE_ID), 0)
-        if any(f == TP.TRACE_PACKET_DEFAULTS for f, *_ in fields):
-            last.pop(seq, None)
-        body = b""
-        for f, a, b, v in fields:
-            if f == TP.TIMESTAMP and v is not None:
-                body += varint(TIMESTAMP_TAG[0]) + varint((v - last.get(seq, 0)) % (1 << 64))
-                last[seq] = v
-            else:
-                body += packet[a:b]
-        out.append(field(Trace.PACKET, body))
-    return out
-
-
-def delta_row(raw: bytes, n: int) -> None:
-    packets = with_delta_timestamps(raw)
-    data = b"".join(packets)
-    bounds = list(proto.chunks(np.cumsum([len(p) for p in packets])))
-    size = sum(len(zlib_ng.compress(data[a:b], proto.DEFLATE_LEVEL)) + 8 for a, b in bounds)
-    print(f"now, timestamps as deltas (not written; see above): raw {len(data) / n:6.2f} B/event, zlib-ng level "
-          f"{proto.DEFLATE_LEVEL}: {size / n:6.2f} B/event")
-
-
-def levels_table(tl, levels: list[int], repeat: int) -> None:
-    n = tl.n_events()
-    for name, enc in (("before (SPREAD)", SPREAD), ("now (COMPACT)", COMPACT)):
+def levels_table(tl, n: int, levels: list[int], repeat: int) -> None:
+    for name, enc in (("before (SPREAD)", SPREAD), ("now (COMPACT)", COMPACT), ("--delta-time (DELTA)", DELTA)):
         out = io.BytesIO()
         t = time.perf_counter()
         proto.write(tl, out, compress=False, encoding=enc)
@@ -125,8 +73,6 @@ def levels_table(tl, levels: list[int], repeat: int) -> None:
                 dt = min(times)
                 print(f"  {deflater:7s} level {level}: {size / n:6.2f} B/event  {dt:5.2f} s  "
                       f"({dt * 1e9 / n:5.0f} ns/event)")
-        if enc is COMPACT:
-            delta_row(raw, n)
 
 
 def _children_cpu() -> float:
@@ -134,11 +80,10 @@ def _children_cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def convert_once(checkout: Path, profile: Path, out: Path, compress: bool) -> tuple[float, float, int]:
+def convert_once(checkout: Path, profile: Path, out: Path, options: list[str]) -> tuple[float, float, int]:
     """Wall and CPU seconds (the child's and its workers': less swayed by a busy machine) and the trace's size."""
     env = {**os.environ, "PYTHONPATH": str(checkout)}
-    args = [sys.executable, "-m", "vizexport", str(profile), "-o", str(out), "--no-split"] + \
-        ([] if compress else ["--no-compress"])
+    args = [sys.executable, "-m", "vizexport", str(profile), "-o", str(out), "--no-split", *options]
     t, cpu = time.perf_counter(), _children_cpu()
     subprocess.run(args, env=env, cwd=checkout, check=True, capture_output=True)  # `-m` puts the cwd first
     return time.perf_counter() - t, _children_cpu() - cpu, out.stat().st_size
@@ -147,14 +92,16 @@ def convert_once(checkout: Path, profile: Path, out: Path, compress: bool) -> tu
 def side_by_side(baseline: Path, profile: Path, n: int, repeat: int, workdir: Path) -> None:
     print(f"conversion, best of {repeat} (load {os.getloadavg()[0]:.1f} at the start):")
     for compress in (True, False):
-        runs: dict[str, list[tuple[float, float, int]]] = {"baseline": [], "this": []}
-        for _ in range(repeat):  # interleaved: a busy spell hits both alike
-            for name, checkout in (("baseline", baseline), ("this", ROOT)):
-                runs[name].append(convert_once(checkout, profile, workdir / f"tracesize_{name}.pftrace", compress))
-        assert compress or runs["this"][0][2] != runs["baseline"][0][2], "the same code ran twice"
+        raw = [] if compress else ["--no-compress"]
+        ways = {"baseline": (baseline, raw), "this": (ROOT, raw), "this --delta-time": (ROOT, [*raw, "--delta-time"])}
+        runs: dict[str, list[tuple[float, float, int]]] = {name: [] for name in ways}
+        for _ in range(repeat):  # interleaved: a busy spell hits all alike
+            for name, (checkout, options) in ways.items():
+                out = workdir / f"tracesize_{name.replace(' --', '_')}.pftrace"
+                runs[name].append(convert_once(checkout, profile, out, options))
         for name, r in runs.items():
             kind = "compressed" if compress else "raw"
-            print(f"  {name:8s} {kind:10s} wall {min(x[0] for x in r):6.2f} s  CPU {min(x[1] for x in r):6.2f} s  "
+            print(f"  {name:17s} {kind:10s} wall {min(x[0] for x in r):6.2f} s  CPU {min(x[1] for x in r):6.2f} s  "
                   f"{r[0][2] / n:6.2f} B/event")
     print(f"  (load {os.getloadavg()[0]:.1f} at the end)")
 
@@ -169,12 +116,13 @@ def main() -> None:
     a = ap.parse_args()
     if not a.profile.exists():
         sys.exit(f"{a.profile}: missing (benchmarks/bench_load.py --events N makes it)")
-    tl = build_timeline(load_profile(a.profile))
-    print(f"profile: {a.profile} ({tl.n_events():,} events); load {os.getloadavg()[0]:.1f}")
+    prof = load_profile(a.profile)
+    tl, n = build_timeline(prof), prof.n_events  # bytes per profile event, as the command reports them
+    print(f"profile: {a.profile} ({n:,} events, {tl.n_events():,} on the timeline); load {os.getloadavg()[0]:.1f}")
     if a.levels:  # "" skips the table
-        levels_table(tl, [int(x) for x in a.levels.split(",")], a.repeat)
+        levels_table(tl, n, [int(x) for x in a.levels.split(",")], a.repeat)
     if a.baseline:
-        side_by_side(a.baseline, a.profile, tl.n_events(), a.repeat, a.workdir)
+        side_by_side(a.baseline, a.profile, n, a.repeat, a.workdir)
 
 
 if __name__ == "__main__":

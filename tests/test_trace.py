@@ -92,6 +92,65 @@ def test_pftrace_rules_and_figures(tmp_path: Path, key: str, compress: bool):
     assert roots[: len(host)] == host and (roots[-1] == "Markers") == (markers > 0)
 
 
+def decoded_events(d: trace_rules.Decoded) -> tuple:
+    return d.slices, d.instants, d.counters, d.flows_out, d.flows_in
+
+
+@pytest.mark.parametrize("key", params(["sample/profile.pkl", "tinygrad/0.14.0-null/profile.pkl"]))
+def test_delta_time_decodes_to_the_same_events(tmp_path: Path, key: str):
+    """--delta-time: timestamps count from the packet before on each segment's incremental clock, which a
+    ClockSnapshot starts at the trace's first time; decoded, the trace holds the same tracks, slices (args
+    included), instants, counters and flows as the one with absolute timestamps, in fewer bytes."""
+    data = {}
+    for delta in (False, True):
+        out = tmp_path / f"{delta}.pftrace"
+        r = run_cli(path_of(key), "-o", out, *(["--delta-time"] if delta else []))
+        assert r.returncode == 0, r.stderr
+        data[delta] = out.read_bytes()
+    plain, delta = trace_rules.check(data[False]), trace_rules.check(data[True], delta_time=True)
+    assert delta.descriptors == plain.descriptors and decoded_events(delta) == decoded_events(plain)
+    first = min(min(t for e in events for t in e[:1]) for per in (plain.slices, plain.instants, plain.counters)
+                for events in per.values() if events)
+    pkts = trace_rules.packets(data[True])[0]
+    segments = [p for p in pkts if p.trace_packet_defaults.HasField("track_event_defaults")]  # (not the samples')
+    snapshots = [p.clock_snapshot for p in pkts if p.HasField("clock_snapshot")]
+    assert len(snapshots) == len(segments) > 10
+    assert {c.timestamp for s in snapshots for c in s.clocks} == {first}
+    assert len(data[True]) < len(data[False])
+
+
+def test_delta_time_restarts_the_clock_at_each_segment(monkeypatch: pytest.MonkeyPatch):
+    """Big tracks are cut into segments encoded apart (in parallel): each starts its own clock, and the trace decodes
+    to the same events as one with absolute timestamps, written by one process or by forked workers."""
+    tl = build_timeline(load_profile(SAMPLE / "profile.pkl"))
+    monkeypatch.setattr(proto, "PARALLEL_MIN", 0)
+    monkeypatch.setattr(proto, "SEGMENT", 50)
+    outs = []
+    for encoding, forked in ((wire.COMPACT, False), (wire.DELTA, False), (wire.DELTA, True)):
+        b = io.BytesIO()
+        with ForkExecutor() if forked else nullcontext(SERIAL) as ex:
+            proto.write(tl, b, encoding=encoding, executor=ex)
+        outs.append(b.getvalue())
+    assert outs[1] == outs[2]
+    plain, delta = trace_rules.check(outs[0]), trace_rules.check(outs[1], delta_time=True)
+    assert decoded_events(delta) == decoded_events(plain)
+    pkts = trace_rules.packets(outs[1])[0]
+    segments = sum(1 for t in tl.walk() for _ in proto.segments(t, 50))
+    assert sum(p.HasField("clock_snapshot") for p in pkts) == segments > len(tl.walk())
+
+
+def test_delta_time_is_for_a_pftrace(tmp_path: Path):
+    """--delta-time with a Chrome JSON or a folder output: one line, exit 1, nothing written; the API refuses too."""
+    for out, message in (("t.json", "t.json: --delta-time is for a .pftrace or .pftrace.gz trace"),
+                         ("site/", "site: --delta-time is for a .pftrace or .pftrace.gz trace, not a folder")):
+        r = run_cli(SAMPLE / "profile.pkl", "-o", tmp_path / out, "--delta-time")
+        assert r.returncode == 1 and message in r.stderr and len(r.stderr.splitlines()) == 1, r.stderr
+    tl = build_timeline(load_profile(SAMPLE / "profile.pkl"))
+    with pytest.raises(ValueError, match=r"t\.json\.gz: Chrome trace JSON has no delta timestamps"):
+        write_trace(tl, tmp_path / "t.json.gz", delta_time=True)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_sample_kernel_args_and_names(tmp_path: Path):
     out = tmp_path / "t.pftrace"
     assert run_cli(SAMPLE / "profile.pkl", SAMPLE / "rewrites.pkl", "-o", out).returncode == 0

@@ -1,7 +1,9 @@
 """The compact .pftrace layout (wire.COMPACT) against the layout written before (wire.SPREAD: a sequence per track
-segment, sequence flags on every packet, short strings inline, a packet per callstack sample): the real Perfetto
-trace processor reads the same tracks, slices, args, counters, flows and callstack samples from both, with no
-clock snapshots (which the UI would draw as a "Clock Snapshots" track); and the compact one is smaller."""
+segment, sequence flags on every packet, short strings inline, a packet per callstack sample) and the one with delta
+timestamps (wire.DELTA, --delta-time): the real Perfetto trace processor reads the same tracks, slices, args,
+counters, flows and callstack samples from each, with no clock snapshots (which the UI would draw as a "Clock
+Snapshots" track) but in the delta one; and the compact one is smaller than the one before, the delta one smaller
+still."""
 from __future__ import annotations
 
 import io
@@ -11,7 +13,7 @@ import pytest
 
 from vizexport import load_profile
 from vizexport.perfetto import callstacks, proto
-from vizexport.perfetto.wire import COMPACT, SPREAD
+from vizexport.perfetto.wire import COMPACT, DELTA, SPREAD
 from vizexport.tinygrad.timeline import build_timeline
 
 from . import trace_rules
@@ -48,23 +50,28 @@ def params() -> list:
 def test_compact_layout_reads_as_the_former_one(tmp_path: Path, key: str):
     tl = build_timeline(load_profile(PROFILES[key]))
     got = {}
-    for name, enc in (("compact", COMPACT), ("spread", SPREAD)):
+    for name, enc in (("compact", COMPACT), ("spread", SPREAD), ("delta", DELTA)):
         out = tmp_path / f"{name}.pftrace"
         with open(out, "wb") as f:
             proto.write(tl, f, compress=False, encoding=enc)
-        d = trace_rules.check(out.read_bytes())
+        d = trace_rules.check(out.read_bytes(), delta_time=enc.delta_time)
         events = sum(map(len, d.instants.values())) + sum(map(len, d.counters.values())) + \
             2 * sum(map(len, d.slices.values()))
         got[name] = (out.stat().st_size, tpq(out, *CONTENT))
-    (small, compact), (big, spread) = got["compact"], got["spread"]
+    (small, compact), (big, spread), (smallest, delta) = got["compact"], got["spread"], got["delta"]
     clocks, stats, tracks, slices, args, counters, flows, samples = compact
     assert clocks == [{"n": 0}] and stats == []
     assert len(tracks) > 5 and len(slices) > 100 and len(args) > 100
     assert len(counters) > 10 and len(flows) > 10 and len(samples) > 10
-    for a, b, what in zip(compact, spread, ("clock snapshots", "stats", "tracks", "slices", "args", "counters",
-                                           "flows", "samples"), strict=True):
+    for a, b, c, what in zip(compact, spread, delta, ("clock snapshots", "stats", "tracks", "slices", "args",
+                                                      "counters", "flows", "samples"), strict=True):
         assert a == b, what
+        assert a == c or what == "clock snapshots", what
+    pkts = trace_rules.packets((tmp_path / "delta.pftrace").read_bytes())[0]
+    segments = sum(p.trace_packet_defaults.HasField("track_event_defaults") for p in pkts)
+    assert delta[0] == [{"n": 2 * segments}]  # a snapshot each: its clock and BOOTTIME
     assert big - small > events  # short strings interned, samples batched: over a byte per event packet
+    assert small - smallest > events  # a timestamp delta: 1-3 bytes where an absolute time takes 6
 
 
 def test_samples_are_batched_and_strings_interned():

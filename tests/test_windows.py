@@ -18,6 +18,7 @@ import pytest
 import vizexport
 from vizexport import forks, windows
 
+from . import trace_rules
 from .conftest import ROOT, run_cli, tpq
 
 SAMPLE = ROOT / "vizexport" / "data" / "sample" / "profile.pkl"
@@ -68,6 +69,23 @@ def test_windows_hold_every_slice_once(split_run: tuple[Path, Path]):
             before = [c for c in whole_counters if c["track"] == track and c["ts"] <= first["ts"]]
             assert before and before[-1]["value"] == first["value"]
     assert got == Counter((r["track"], r["ts"], r["dur"], r["name"]) for r in want)
+
+
+def test_delta_time_reaches_the_overview_and_every_window(split_run: tuple[Path, Path], train_profile: Path,
+                                                          tmp_path: Path):
+    """--delta-time writes the same overview and windows, each decoding to the events of its twin with absolute
+    timestamps."""
+    _, run = split_run
+    r = run_cli(train_profile, "-o", tmp_path / "run.pftrace", "--window-events", "300", "--delta-time")
+    assert r.returncode == 0, r.stderr
+    index = json.loads((tmp_path / "run.windows" / "index.json").read_text())
+    assert index == json.loads((run.parent / "run.windows" / "index.json").read_text())
+    files = ["run.pftrace", *(f"run.windows/{w['file']}" for w in index["windows"])]
+    for name in files:
+        plain = trace_rules.check((run.parent / name).read_bytes())
+        delta = trace_rules.check((tmp_path / name).read_bytes(), delta_time=True)
+        assert (delta.slices, delta.instants, delta.counters) == (plain.slices, plain.instants, plain.counters), name
+    assert len(files) > 8
 
 
 def test_cuts_fall_at_batches_and_markers(train_profile: Path):

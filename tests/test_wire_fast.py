@@ -45,13 +45,12 @@ def _both(monkeypatch: pytest.MonkeyPatch, make):
 def test_a_real_profiles_trace_is_the_same_bytes(monkeypatch, tmp_path, path):
     tl = build_timeline(load_profile(_pickle(path, tmp_path)))
 
-    def write() -> bytes:
+    def write() -> list[bytes]:  # absolute and delta timestamps
         out = tmp_path / "t.pftrace"
-        write_trace(tl, out, False)
-        return out.read_bytes()
+        return [write_trace(tl, out, False, delta_time=delta) and out.read_bytes() for delta in (False, True)]
 
     fast, slow = _both(monkeypatch, write)
-    assert fast == slow and len(fast) > 8 * tl.n_events() > 0
+    assert fast == slow and len(fast[1]) > 8 * tl.n_events() > 0 and fast[0] != fast[1]
 
 
 # ---- packets ----

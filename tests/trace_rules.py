@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 TE = pb.TrackEvent
+DELTA_CLOCK = 64  # a sequence-scoped clock id (--delta-time)
 
 
 @dataclass
@@ -59,19 +60,38 @@ def _value(a, names: dict[int, str], values: dict[int, str]):
     return getattr(a, kind) if kind else None
 
 
-def check(data: bytes) -> Decoded:
-    """Decode and assert the protocol rules; returns the events per track uuid (absolute ns timestamps)."""
+def _snapshot(p: pb.TracePacket, trace_clock: list[int]) -> int:
+    """The time a segment's ClockSnapshot starts its incremental clock at: the same BOOTTIME, which never goes back."""
+    clocks = {c.clock_id: c for c in p.clock_snapshot.clocks}
+    assert set(clocks) == {DELTA_CLOCK, pb.BUILTIN_CLOCK_BOOTTIME}, "the sequence's clock tied to BOOTTIME"
+    delta, boot = clocks[DELTA_CLOCK], clocks[pb.BUILTIN_CLOCK_BOOTTIME]
+    assert delta.is_incremental and not boot.is_incremental and delta.timestamp == boot.timestamp
+    assert boot.timestamp >= trace_clock[-1], "the trace clock's snapshots never go back"
+    trace_clock.append(boot.timestamp)
+    return boot.timestamp
+
+
+def check(data: bytes, delta_time: bool = False) -> Decoded:
+    """Decode and assert the protocol rules; returns the events per track uuid (absolute ns timestamps).
+    `delta_time`: each segment's timestamps are deltas on its sequence's incremental clock, which a ClockSnapshot
+    after its first packet starts (else there are no clock snapshots: the UI draws them as a track)."""
     pkts, chunks = packets(data)
     d = Decoded(compressed_chunks=chunks)
     seq_track: dict[int, int] = {}
     seq_last: dict[int, int] = {}  # sequence → its last timestamp
+    seq_clock: dict[int, int] = {}  # sequence → its incremental clock's time (delta_time)
+    trace_clock = [0]  # the BOOTTIME times of the clock snapshots
     interned: dict[int, tuple[dict, dict, dict]] = {}
     open_: dict[int, list[tuple[int, str, dict]]] = defaultdict(list)
     seen_event = False
     for p in pkts:
         seq = p.trusted_packet_sequence_id
         assert seq, "every packet names its sequence"
-        assert not p.HasField("clock_snapshot"), "no clock snapshots (the UI draws them as a track of arrows)"
+        if p.HasField("clock_snapshot"):
+            assert delta_time, "no clock snapshots (the UI draws them as a track)"
+            assert seq in seq_track and seq not in seq_clock, "a snapshot starts each segment's clock once"
+            seq_clock[seq] = _snapshot(p, trace_clock)
+            continue
         if p.HasField("track_descriptor"):
             assert not seen_event, "descriptors precede events"
             t = p.track_descriptor
@@ -82,7 +102,10 @@ def check(data: bytes) -> Decoded:
         if p.sequence_flags & pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED:  # a segment starts (its own state)
             interned[seq] = ({}, {}, {})
             seq_last.pop(seq, None)
-            assert p.trace_packet_defaults.timestamp_clock_id == pb.BUILTIN_CLOCK_BOOTTIME  # absolute ns
+            seq_clock.pop(seq, None)
+            events = p.trace_packet_defaults.HasField("track_event_defaults")  # (not a thread's callstack samples)
+            clock = DELTA_CLOCK if delta_time and events else pb.BUILTIN_CLOCK_BOOTTIME  # else absolute ns
+            assert p.trace_packet_defaults.timestamp_clock_id == clock
             seq_track[seq] = p.trace_packet_defaults.track_event_defaults.track_uuid
             continue
         if not p.HasField("track_event"):
@@ -98,6 +121,9 @@ def check(data: bytes) -> Decoded:
         for e in p.interned_data.debug_annotation_string_values:
             values[e.iid] = e.str.decode()
         ts = p.timestamp
+        if delta_time:
+            assert seq in seq_clock, "a segment's clock started before its first event"
+            ts = seq_clock[seq] = seq_clock[seq] + ts
         assert ts >= seq_last.get(seq, 0), "each segment of a sequence in time order"
         seq_last[seq] = ts
         ev = p.track_event

@@ -108,18 +108,21 @@ def build_timeline(prof: Profile, rewrites: RewriteLog | None = None, launches: 
 
 
 def write_trace(tl: Timeline, path: Path | str, compress: bool = True, progress: Progress | None = None,
-                flavor: str | None = None) -> int:
-    """Write `tl` to `path` in the format its name asks for (perfetto.write_trace); returns the file size."""
+                flavor: str | None = None, delta_time: bool = False) -> int:
+    """Write `tl` to `path` in the format its name asks for (perfetto.write_trace); returns the file size.
+    `delta_time`: a .pftrace's timestamps as deltas (smaller; the Perfetto UI then shows a Clock Snapshots track)."""
     with ForkExecutor() as ex:
-        return write_any_trace(tl, path, compress, progress, flavor, ex)
+        return write_any_trace(tl, path, compress, progress, flavor, ex, delta_time)
 
 
 def write_windows(tl: Timeline, path: Path | str, window_events: int = WINDOW_EVENTS, compress: bool = True,
-                  overview_slices: int = OVERVIEW_SLICES, progress: Progress | None = None) -> Split:
+                  overview_slices: int = OVERVIEW_SLICES, progress: Progress | None = None, delta_time: bool = False
+                  ) -> Split:
     """`tl` as an overview (keeping about `overview_slices` slices whole) at `path` and windows of about
-    `window_events` events beside it (perfetto.split)."""
+    `window_events` events beside it (perfetto.split); `delta_time` as for write_trace."""
     with ForkExecutor() as ex:
-        return write_split(tl, Path(path), SplitOptions(window_events, compress, overview_slices), progress, ex)
+        return write_split(tl, Path(path), SplitOptions(window_events, compress, overview_slices, delta_time),
+                           progress, ex)
 
 
 def kernel_table(prof: Profile, rewrites: RewriteLog | None = None, between: tuple[str, str] | None = None,

@@ -150,6 +150,8 @@ def _convert_parser(sub: argparse._SubParsersAction) -> None:
                            f"in OUT's folder NAME.windows/ (default {WINDOW_EVENTS:,}: a window opens in the Perfetto "
                            "UI in about 1 GB of browser memory)")
     conv.add_argument("--no-split", action="store_true", help="always write one trace, however big")
+    conv.add_argument("--delta-time", action="store_true", help="a .pftrace's timestamps as deltas: a smaller file "
+                      "(a long run's down to a third), but the Perfetto UI then shows a System > Clock Snapshots track")
     conv.add_argument("--flavor", choices=FLAVORS, help="a dialect of the output format: kineto = Chrome JSON as "
                       "the PyTorch profiler writes it (.json, .json.gz), for Holistic Trace Analysis and alike; "
                       "always one file")
@@ -347,7 +349,7 @@ def convert(inputs: Sequence[Path], output: Path, version: str | None = None, qu
             ) -> int:
     """PROFILE [REWRITES] → one trace file, or (above `window_events` events, no flavor) an overview and windows, as
     `vizexport PROFILE -o OUT` does; `trace`: TraceOptions' fields (compress, window_events: None by default,
-    flavor)."""
+    flavor, delta_time)."""
     target = classify("convert", str(output))
     if target.kind == FOLDER:
         raise InputError(f"{output}: names a folder, not a trace file ({', '.join('*' + f for f in FORMATS)})")
@@ -390,7 +392,8 @@ def cmd_convert(args: argparse.Namespace, ex: Executor) -> int:
              if v is not None}
     load = LoadOptions(args.tinygrad_version)
     run = Run(tuple(args.inputs), load=load,
-              trace=TraceOptions(not args.no_compress, None if args.no_split else args.window_events, args.flavor),
+              trace=TraceOptions(not args.no_compress, None if args.no_split else args.window_events, args.flavor,
+                                 args.delta_time),
               steps=StepOptions(args.ctx, args.rewrite, jobs=args.jobs, **steps),
               answers=AnswerOptions(args.peak_gflops, args.peak_gbs),
               baseline=Run(base, named=True, load=load, executor=ex) if any(base) else None, executor=ex)

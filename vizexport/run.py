@@ -55,6 +55,7 @@ class TraceOptions:
     compress: bool = True  # compressed_packets in a plain .pftrace
     window_events: int | None = WINDOW_EVENTS  # a bigger trace is written as an overview and windows (None: never)
     flavor: str | None = None  # a dialect of the format (perfetto.FLAVORS)
+    delta_time: bool = False  # a .pftrace's timestamps as deltas: smaller, but the UI shows a Clock Snapshots track
 
 
 @dataclass(frozen=True)

@@ -105,6 +105,8 @@ class Trace(Writer):
             raise InputError(f"{target.name}: --baseline and --peak-* make site pages: name a folder (-o OUTDIR/)")
         if flavor is not None and flavor not in self.format.flavors:
             raise InputError(f"{target.path}: --flavor {flavor} writes Chrome JSON (name a .json or .json.gz output)")
+        if run.trace.delta_time and not self.format.delta_times:
+            raise InputError(f"{target.path}: --delta-time is for a .pftrace or .pftrace.gz trace")
 
     def write(self, run: Run, target: Target, progress: Progress | None = None) -> str:
         tl, opts, path = run.timeline, run.trace, target.path
@@ -112,12 +114,12 @@ class Trace(Writer):
         n, what = tl.n_events(), ""
         with gc_paused():  # millions of acyclic objects: see gcpause
             if opts.window_events is not None and n > opts.window_events and opts.flavor is None:
-                split = write_split(tl, path, SplitOptions(opts.window_events, opts.compress), progress,
-                                    run.executor)
+                split = write_split(tl, path, SplitOptions(opts.window_events, opts.compress,
+                                                           delta_time=opts.delta_time), progress, run.executor)
                 size, what = split.bytes, (f"the overview, and {len(split.windows)} windows in "
                                            f"{split.folder}{os.sep} (index.json lists them)")
             else:
-                writer = self.format(opts.compress and not target.gz, opts.flavor, run.executor)
+                writer = self.format(opts.compress and not target.gz, opts.flavor, run.executor, opts.delta_time)
                 size = write_file(writer, target.gz, tl, path, progress)
         prof = run.need_profile()
         return lines(f"wrote {path}{': ' + what if what else ''}: {n:,} events on {len(tl.tracks)} tracks, "
@@ -131,6 +133,8 @@ class _Folder(Writer):
         if run.trace.flavor:
             raise InputError(f"{target.name}: --flavor {run.trace.flavor} is for a .json or .json.gz trace, not a "
                              "folder")
+        if run.trace.delta_time:
+            raise InputError(f"{target.name}: --delta-time is for a .pftrace or .pftrace.gz trace, not a folder")
 
 
 def site_options(run: Run, rewrites_dir: str = "rewrites") -> SiteOptions:

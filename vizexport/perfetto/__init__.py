@@ -17,6 +17,7 @@ from ..output import Progress, atomic_file
 from ..timeline import Timeline
 from . import chrome, proto
 from .kineto import KinetoLayout
+from .wire import COMPACT, DELTA
 
 GZ = ".gz"
 
@@ -28,11 +29,14 @@ class TraceWriter:
     binary = True
     description = ""
     flavors: tuple[str, ...] = ()  # dialects of the format it can write, besides its own
+    delta_times = False  # whether it can write timestamps as deltas
 
-    def __init__(self, compress: bool = True, flavor: str | None = None, executor: Executor = SERIAL) -> None:
+    def __init__(self, compress: bool = True, flavor: str | None = None, executor: Executor = SERIAL,
+                 delta_time: bool = False) -> None:
         self.compress = compress  # the format's own compression, where it has one (off inside a .gz)
         self.flavor = flavor
         self.executor = executor  # where a big trace's parts are encoded
+        self.delta_time = delta_time  # timestamps as deltas, where the format has them (wire.Encoding.delta_time)
 
     def write(self, tl: Timeline, out: IO[Any], progress: Progress | None = None) -> None:
         raise NotImplementedError
@@ -40,9 +44,11 @@ class TraceWriter:
 
 class PerfettoWriter(TraceWriter):
     suffix, binary, description = ".pftrace", True, "Perfetto TrackEvent protobuf (compression: compressed_packets)"
+    delta_times = True
 
     def write(self, tl: Timeline, out: IO[bytes], progress: Progress | None = None) -> None:
-        proto.write(tl, out, compress=self.compress, progress=progress, executor=self.executor)
+        proto.write(tl, out, compress=self.compress, progress=progress, executor=self.executor,
+                    encoding=DELTA if self.delta_time else COMPACT)
 
 
 class ChromeWriter(TraceWriter):
@@ -68,11 +74,11 @@ def writer_for(path: Path) -> tuple[type[TraceWriter], bool] | None:
 
 
 def write_trace(tl: Timeline, path: Path | str, compress: bool = True, progress: Progress | None = None,
-                flavor: str | None = None, executor: Executor = SERIAL) -> int:
+                flavor: str | None = None, executor: Executor = SERIAL, delta_time: bool = False) -> int:
     """Write `tl` to `path` in the format its name asks for; returns the file size. Nothing is left on failure.
     `compress`: compressed_packets in a plain .pftrace. `progress(done, total)` is told the events written so far.
     `flavor`: a dialect of that format (FLAVORS: "kineto" for .json and .json.gz). `executor`: where a big trace's
-    parts are encoded (SERIAL: here)."""
+    parts are encoded (SERIAL: here). `delta_time`: a .pftrace's timestamps as deltas (wire.Encoding.delta_time)."""
     path = Path(path)
     found = writer_for(path)
     if found is None:
@@ -82,7 +88,9 @@ def write_trace(tl: Timeline, path: Path | str, compress: bool = True, progress:
         takers = [w.suffix for w in WRITERS if flavor in w.flavors]
         raise ValueError(f"{path}: no {flavor!r} flavour of {kind.description} (it is for "
                          f"{', '.join(takers) or 'no format'})")
-    return write_file(kind(compress=compress and not gz, flavor=flavor, executor=executor), gz, tl, path, progress)
+    if delta_time and not kind.delta_times:
+        raise ValueError(f"{path}: {kind.description} has no delta timestamps (a .pftrace has)")
+    return write_file(kind(compress and not gz, flavor, executor, delta_time), gz, tl, path, progress)
 
 
 def write_file(writer: TraceWriter, gz: bool, tl: Timeline, path: Path, progress: Progress | None = None) -> int:

@@ -8,10 +8,10 @@ incremental state and whose defaults name the track, so an event costs a few byt
 the sequence id. Timestamps are absolute ns on the default (BOOTTIME) clock: delta timestamps need a sequence-scoped
 incremental clock, and the ClockSnapshot that anchors it fills the trace processor's clock_snapshot table, which the
 UI (v52 to today) draws as a "System > Clock Snapshots" track; the format's only other delta,
-TrackEvent.timestamp_delta_us, counts whole µs. So the bytes are saved elsewhere (wire.Encoding): every segment on
-one sequence id (one byte on the wire), no sequence flags on event packets, string annotation values of a few
-characters or more interned, callstack samples batched. Interned event names, annotation names and string values
-are defined on the packet that first uses them.
+TrackEvent.timestamp_delta_us, counts whole µs. So they are an option (wire.DELTA, --delta-time), and by default the
+bytes are saved elsewhere (wire.Encoding): every segment on one sequence id (one byte on the wire), string
+annotation values of a few characters or more interned, callstack samples batched. Interned event names, annotation
+names and string values are defined on the packet that first uses them.
 Packets are grouped into `compressed_packets` (deflate) unless compression is off. perfetto_trace_pb2 (the official
 schema) is the reference: the tests parse every output with it.
 """
@@ -35,6 +35,7 @@ from . import wire
 from .callstacks import samples
 from .wire import (
     CLOCK_BOOTTIME,
+    CLOCK_DELTA,
     COMPACT,
     FLOW_IN_TAG,
     FLOW_OUT_TAG,
@@ -44,6 +45,8 @@ from .wire import (
     WIRE_VARINT,
     ChromeEventBundle,
     ChromeMetadata,
+    Clock,
+    ClockSnapshot,
     CounterDescriptor,
     DebugAnnotation,
     Encoding,
@@ -141,8 +144,10 @@ def top_track(tl: Timeline) -> tuple[int, bytes]:
 class _Sequence:
     """Encoder state of one segment's packets: its sequence id (and flags), defaults and interning tables."""
 
-    def __init__(self, seq_id: int, track: Track, strings: list[str], encoding: Encoding = COMPACT) -> None:
+    def __init__(self, seq_id: int, track: Track, strings: list[str], encoding: Encoding = COMPACT,
+                 origin: int = 0) -> None:
         self.seq = vfield(TracePacket.TRUSTED_PACKET_SEQUENCE_ID, seq_id)
+        self.since = origin if encoding.delta_time else None  # the trace's first time, where timestamps are deltas
         # what ends each packet after the header: its sequence (and flags, see Encoding.needs_flag)
         self.needs = self.seq + vfield(TracePacket.SEQUENCE_FLAGS, SEQ_NEEDS) if encoding.needs_flag else self.seq
         self.intern_from = encoding.intern_from
@@ -155,14 +160,21 @@ class _Sequence:
         self.named: dict[str, bytes] = {}  # annotation name → its encoded name field
         self.heads: dict[tuple[int, bool], bytes] = {}  # (name, instant) → a TrackEvent's type and name fields
 
-    def header(self) -> bytes:
-        """The sequence's first packet: its defaults (clock and track) and a cleared incremental state."""
+    def header(self) -> list[bytes]:
+        """The sequence's first packet: its defaults (clock and track) and a cleared incremental state; with delta
+        timestamps, a second: the ClockSnapshot that starts its incremental clock at the trace's first time."""
         TP = TracePacket
-        defaults = vfield(TracePacketDefaults.TIMESTAMP_CLOCK_ID, CLOCK_BOOTTIME) + \
+        clock = CLOCK_BOOTTIME if self.since is None else CLOCK_DELTA
+        defaults = vfield(TracePacketDefaults.TIMESTAMP_CLOCK_ID, clock) + \
             field(TracePacketDefaults.TRACK_EVENT_DEFAULTS, vfield(TrackEventDefaults.TRACK_UUID, self.track.uuid))
-        pkt = field(TP.TRACE_PACKET_DEFAULTS, defaults) + self.seq + \
-            vfield(TP.SEQUENCE_FLAGS, TP.SEQ_INCREMENTAL_STATE_CLEARED | SEQ_NEEDS)
-        return field(Trace.PACKET, pkt)
+        pkt = field(Trace.PACKET, field(TP.TRACE_PACKET_DEFAULTS, defaults) + self.seq +
+                    vfield(TP.SEQUENCE_FLAGS, TP.SEQ_INCREMENTAL_STATE_CLEARED | SEQ_NEEDS))
+        if self.since is None:
+            return [pkt]
+        clocks = field(ClockSnapshot.CLOCKS, vfield(Clock.CLOCK_ID, CLOCK_DELTA) + vfield(Clock.TIMESTAMP, self.since)
+                       + vfield(Clock.IS_INCREMENTAL, 1)) + \
+            field(ClockSnapshot.CLOCKS, vfield(Clock.CLOCK_ID, CLOCK_BOOTTIME) + vfield(Clock.TIMESTAMP, self.since))
+        return [pkt, field(Trace.PACKET, field(TP.CLOCK_SNAPSHOT, clocks) + self.seq)]
 
     def _iid(self, table: dict, key: object, field_no: int, text: str) -> int:
         """The iid of `key` in an interning table, defining it (InternedData field `field_no`) on first use."""
@@ -291,7 +303,7 @@ def _slices(seq: _Sequence, t: Track, start: int, end: int) -> tuple[bytes, np.n
     begin_tails = later_tail[inverse.ravel()]
     begin_tails[first] = first_tail
     tail_ids[~is_end] = begin_tails
-    return packets(stamped(time), tail_ids, tails)
+    return packets(stamped(time, seq.since), tail_ids, tails)
 
 
 def _groups(t: Track, start: int, end: int, names: np.ndarray, dur: np.ndarray) -> np.ndarray:
@@ -340,7 +352,7 @@ def _counters(seq: _Sequence, t: Track, start: int, end: int) -> tuple[bytes, np
     for v in values.tolist():
         event = vfield(TrackEvent.TYPE, TrackEvent.TYPE_COUNTER) + vfield(TrackEvent.COUNTER_VALUE, v)
         tails.append(field(TracePacket.TRACK_EVENT, event) + seq.needs)
-    return packets(stamped(_column(t.ts)[start:end]), inverse.ravel(), tails)
+    return packets(stamped(_column(t.ts)[start:end], seq.since), inverse.ravel(), tails)
 
 
 def _event(seq: _Sequence, name: int, instant: bool, args: dict | None) -> bytes:
@@ -369,7 +381,7 @@ def _tail(seq: _Sequence, t: Track, i: int) -> tuple[bytes, bool]:
     return tail, False
 
 
-def segments(t: Track, size: int = SEGMENT) -> Iterator[tuple[int, int]]:
+def segments(t: Track, size: int) -> Iterator[tuple[int, int]]:
     """Split a track's events where nothing is open (every earlier slice has ended), about `size` events apart.
 
     Each segment becomes its own packet sequence, so big tracks can be encoded in parallel.
@@ -389,14 +401,20 @@ def segments(t: Track, size: int = SEGMENT) -> Iterator[tuple[int, int]]:
         yield start, n
 
 
-def _encode(tl: Timeline, job: tuple[int, int, int, int], compress: bool = True, encoding: Encoding = COMPACT
-            ) -> bytes:
-    """One segment of one track, its sequence's state cleared at its start: framed (or compressed_packets) bytes."""
+def _encode(tl: Timeline, job: tuple[int, int, int, int], compress: bool = True, encoding: Encoding = COMPACT,
+            origin: int = 0) -> bytes:
+    """One segment of one track, its sequence's state cleared at its start: framed (or compressed_packets) bytes.
+    `origin`: the trace's first time (where timestamps are deltas)."""
     track_index, start, end, seq_id = job
     t = tl.tracks[track_index]
-    seq = _Sequence(seq_id, t, tl.strings, encoding)
-    return _framed(*joined([seq.header(), (_counters if t.kind == "counter" else _slices)(seq, t, start, end)]),
+    seq = _Sequence(seq_id, t, tl.strings, encoding, origin)
+    return _framed(*joined([*seq.header(), (_counters if t.kind == "counter" else _slices)(seq, t, start, end)]),
                    compress)
+
+
+def first_time(tl: Timeline) -> int:
+    """The earliest timestamp written (times are clamped at 0): where delta timestamps count from."""
+    return max(0, min((int(_column(t.ts).min()) for t in tl.tracks if len(t)), default=0))
 
 
 def chunks(ends: np.ndarray) -> Iterator[tuple[int, int]]:
@@ -433,12 +451,13 @@ def write(tl: Timeline, out: BinaryIO, compress: bool = True, progress: Progress
     out.write(head)
     written = len(head)
     index = {id(t): i for i, t in enumerate(tl.tracks)}
-    work = [(index[id(t)], a, b) for t in tracks for a, b in segments(t)]
+    work = [(index[id(t)], a, b) for t in tracks for a, b in segments(t, SEGMENT)]
     work = [(i, a, b, TRACKS_SEQUENCE if encoding.shared_sequence else TRACKS_SEQUENCE + n)
             for n, (i, a, b) in enumerate(work)]
     done, total = 0, tl.n_events()
     jobs = None if total >= PARALLEL_MIN else 1  # None: a worker per CPU
-    encode = partial(_encode_part, tl, work, compress, encoding)
+    origin = first_time(tl) if encoding.delta_time else 0
+    encode = partial(_encode_part, tl, work, compress, encoding, origin)
     held: dict[int, bytes] = {}  # parts done before those that come earlier in the file
     n = 0  # the next segment to write
     # the callstack samples (part -1) are made first, beside the segments, and written last
@@ -457,10 +476,10 @@ def write(tl: Timeline, out: BinaryIO, compress: bool = True, progress: Progress
     return written + len(samples)
 
 
-def _encode_part(tl: Timeline, work: list[tuple[int, int, int, int]], compress: bool, encoding: Encoding, k: int
-                 ) -> tuple[int, bytes]:
+def _encode_part(tl: Timeline, work: list[tuple[int, int, int, int]], compress: bool, encoding: Encoding,
+                 origin: int, k: int) -> tuple[int, bytes]:
     """Part k of the trace after its descriptors: segment work[k], or (k = -1) the callstack samples."""
     if k >= 0:
-        return k, _encode(tl, work[k], compress, encoding)
+        return k, _encode(tl, work[k], compress, encoding, origin)
     data, ends = samples(tl, max((w[3] for w in work), default=TRACKS_SEQUENCE) + 1, encoding)  # after the tracks'
     return k, _framed(data, ends, compress)

@@ -13,6 +13,7 @@ import math
 import os
 import reprlib
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from ..errors import InputError
@@ -33,11 +34,12 @@ OVERVIEW = "overview"  # its name in the folder while the parts are written
 @dataclass(frozen=True)
 class SplitOptions:
     """Windows of about `window_events` events; `compress`: compressed_packets in .pftrace files; the overview keeps
-    about `overview_slices` slices whole."""
+    about `overview_slices` slices whole; `delta_time`: timestamps as deltas in .pftrace files."""
 
     window_events: int = WINDOW_EVENTS
     compress: bool = True
     overview_slices: int = OVERVIEW_SLICES
+    delta_time: bool = False
 
 
 @dataclass
@@ -74,7 +76,8 @@ def write_split(tl: Timeline, path: Path, options: SplitOptions = SplitOptions()
     """Write `tl` as windows and an overview (`options`); returns what was written. The executor's forked
     workers each cut and write whole windows (one of them the overview first): windows are independent files, so
     the cores stay busy, where encoding one window's tracks at a time left them idle between windows."""
-    compress, overview_slices = options.compress, options.overview_slices
+    overview_slices = options.overview_slices
+    written = partial(write_trace, compress=options.compress, executor=executor, delta_time=options.delta_time)
     parts = plan(tl, options.window_events)
     t0 = parts[0].start if parts else 0
     folder, suffix = windows_folder(path), suffix_of(path)
@@ -85,9 +88,8 @@ def write_split(tl: Timeline, path: Path, options: SplitOptions = SplitOptions()
         def write_part(k: int) -> tuple[int, int]:
             """Part k (-1: the overview, written in the folder until all is done) → (k, bytes written)."""
             if k < 0:
-                return k, write_trace(overview(tl, parts, overview_slices), tmp / (OVERVIEW + suffix), compress,
-                                      executor=executor)
-            return k, write_trace(cut(parts[k]), tmp / names[k], compress, executor=executor)
+                return k, written(overview(tl, parts, overview_slices), tmp / (OVERVIEW + suffix))
+            return k, written(cut(parts[k]), tmp / names[k])
 
         # a worker per part: the parent's pages it copied (the reference counts of every object its window read) end
         # with it; a worker that wrote every other window came to copy most of the timeline (20M events: the process
