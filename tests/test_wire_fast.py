@@ -46,8 +46,11 @@ def test_a_real_profiles_trace_is_the_same_bytes(monkeypatch, tmp_path, path):
     tl = build_timeline(load_profile(_pickle(path, tmp_path)))
 
     def write() -> list[bytes]:  # absolute and delta timestamps
-        out = tmp_path / "t.pftrace"
-        return [write_trace(tl, out, False, delta_time=delta) and out.read_bytes() for delta in (False, True)]
+        out, traces = tmp_path / "t.pftrace", []
+        for delta in (False, True):
+            write_trace(tl, out, False, delta_time=delta)
+            traces.append(out.read_bytes())
+        return traces
 
     fast, slow = _both(monkeypatch, write)
     assert fast == slow and len(fast[1]) > 8 * tl.n_events() > 0 and fast[0] != fast[1]

@@ -171,10 +171,8 @@ class _Sequence:
                     vfield(TP.SEQUENCE_FLAGS, TP.SEQ_INCREMENTAL_STATE_CLEARED | SEQ_NEEDS))
         if self.since is None:
             return [pkt]
-        clocks = field(ClockSnapshot.CLOCKS, vfield(Clock.CLOCK_ID, CLOCK_DELTA) + vfield(Clock.TIMESTAMP, self.since)
-                       + vfield(Clock.IS_INCREMENTAL, 1)) + \
-            field(ClockSnapshot.CLOCKS, vfield(Clock.CLOCK_ID, CLOCK_BOOTTIME) + vfield(Clock.TIMESTAMP, self.since))
-        return [pkt, field(Trace.PACKET, field(TP.CLOCK_SNAPSHOT, clocks) + self.seq)]
+        snapshot = _clock(CLOCK_DELTA, self.since, incremental=True) + _clock(CLOCK_BOOTTIME, self.since)
+        return [pkt, field(Trace.PACKET, field(TP.CLOCK_SNAPSHOT, snapshot) + self.seq)]
 
     def _iid(self, table: dict, key: object, field_no: int, text: str) -> int:
         """The iid of `key` in an interning table, defining it (InternedData field `field_no`) on first use."""
@@ -273,6 +271,12 @@ class _Sequence:
         """An annotation's name field, its iid defined on first use."""
         enc = self.named[name] = vfield(DebugAnnotation.NAME_IID, self.arg_iid(name))
         return enc
+
+
+def _clock(clock_id: int, ts: int, incremental: bool = False) -> bytes:
+    """A ClockSnapshot's clock field: the clock and its time."""
+    clock = vfield(Clock.CLOCK_ID, clock_id) + vfield(Clock.TIMESTAMP, ts)
+    return field(ClockSnapshot.CLOCKS, clock + vfield(Clock.IS_INCREMENTAL, 1) if incremental else clock)
 
 
 def _column(a: array) -> np.ndarray:
