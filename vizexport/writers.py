@@ -105,7 +105,7 @@ class Trace(Writer):
             raise InputError(f"{target.name}: --baseline and --peak-* make site pages: name a folder (-o OUTDIR/)")
         if flavor is not None and flavor not in self.format.flavors:
             raise InputError(f"{target.path}: --flavor {flavor} writes Chrome JSON (name a .json or .json.gz output)")
-        if run.trace.delta_time and not self.format.delta_times:
+        if run.trace.delta_time and not self.format.writes_deltas:
             raise InputError(f"{target.path}: --delta-time is for a .pftrace or .pftrace.gz trace")
 
     def write(self, run: Run, target: Target, progress: Progress | None = None) -> str:

@@ -29,7 +29,7 @@ class TraceWriter:
     binary = True
     description = ""
     flavors: tuple[str, ...] = ()  # dialects of the format it can write, besides its own
-    delta_times = False  # whether it can write timestamps as deltas
+    writes_deltas = False  # whether it can write timestamps as deltas
 
     def __init__(self, compress: bool = True, flavor: str | None = None, executor: Executor = SERIAL,
                  delta_time: bool = False) -> None:
@@ -44,7 +44,7 @@ class TraceWriter:
 
 class PerfettoWriter(TraceWriter):
     suffix, binary, description = ".pftrace", True, "Perfetto TrackEvent protobuf (compression: compressed_packets)"
-    delta_times = True
+    writes_deltas = True
 
     def write(self, tl: Timeline, out: IO[bytes], progress: Progress | None = None) -> None:
         proto.write(tl, out, compress=self.compress, progress=progress, executor=self.executor,
@@ -88,7 +88,7 @@ def write_trace(tl: Timeline, path: Path | str, compress: bool = True, progress:
         takers = [w.suffix for w in WRITERS if flavor in w.flavors]
         raise ValueError(f"{path}: no {flavor!r} flavour of {kind.description} (it is for "
                          f"{', '.join(takers) or 'no format'})")
-    if delta_time and not kind.delta_times:
+    if delta_time and not kind.writes_deltas:
         raise ValueError(f"{path}: {kind.description} has no delta timestamps (a .pftrace has)")
     return write_file(kind(compress and not gz, flavor, executor, delta_time), gz, tl, path, progress)
 

@@ -99,7 +99,7 @@ def slices(prof: Profile, found: Lifetimes) -> tuple[list[tuple[int, str]], list
     points = prof.points
     pairs = found.users.tolist()
     execs = [points[u] for u, _ in pairs]
-    listed = {e.arg.name: " ".join(e.arg.name.split()) for e in execs}  # as users list it (a few hundred kernels)
+    listed = {name: " ".join(name.split()) for name in {e.arg.name for e in execs}}  # as users list it (a few hundred)
     users = [{"exec": e.key, "name": listed[e.arg.name], "mode": e.arg.mode(n)}
              for e, (_, n) in zip(execs, pairs, strict=True)]
     allocs = [points[i] for i in found.alloc.tolist()]

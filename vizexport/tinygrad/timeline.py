@@ -655,11 +655,11 @@ class _Builder:
         """One slice per buffer lifetime (tinygrad/buffers.py), lanes as overlaps need."""
         if found is None:
             return
-        lanes = _lanes(found.st.tolist(), found.en.tolist())
+        sts, ens = found.st.tolist(), found.en.tolist()
+        lanes = _lanes(sts, ens)
         tracks = [self.tl.add_track(f"{dev} Buffers", group, "slice", Role.BUFFERS) for _ in range(max(lanes) + 1)]
         names: dict[tuple[int, str], int] = {}  # (bytes, dtype) → the name id of its buffers' slices
-        for lane, st, en, named, args in zip(lanes, found.st.tolist(), found.en.tolist(), *slices(self.p, found),
-                                             strict=True):
+        for lane, st, en, named, args in zip(lanes, sts, ens, *slices(self.p, found), strict=True):
             track = tracks[lane]
             track.args[len(track)] = args
             track.ts.append(st)
