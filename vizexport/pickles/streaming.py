@@ -50,7 +50,9 @@ from .opscan import (
 #     sink whose `extend` receives each batch, and each entry past its last use is overwritten with a sentinel
 #     (LONG_BINPUT on a filled slot keeps the memo's numbering: MEMOIZE numbers by count). Every overwrite adds one
 #     reference to the sentinel, so any other reference means a released entry was fetched: the load is abandoned
-#     (the caller loads the whole file instead) rather than return wrong data.
+#     (the caller loads the whole file instead) rather than return wrong data. The objects go, their slots
+#     stay: the C unpickler's memo array holds 8 bytes for each index up to the highest made, grown by doubling (a
+#     20M-event profile makes ~160M entries); only renumbering the entries in the stream could avoid that.
 # A big stream is read in two halves at once, where a second CPU and fork allow: the process that called `stream`
 # reads the front, a forked one the back (BACK_SHARE of the bytes). The back starts just after an APPENDS that ends a
 # batch of the top-level list (nothing else open on the stack). Its reader first unpickles the stream's first frames
